@@ -1,0 +1,43 @@
+# One settings target linked into every certctl target: language level, warnings,
+# OpenSSL API level and sanitizers live here and nowhere else.
+add_library(certctl_settings INTERFACE)
+target_compile_features(certctl_settings INTERFACE cxx_std_20)
+target_compile_options(certctl_settings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wcast-align -Wunused
+  -Woverloaded-virtual -Wformat=2 -Wimplicit-fallthrough)
+# Only the OpenSSL 3 EVP APIs: deprecated RSA_*/EC_KEY_* calls fail to compile.
+target_compile_definitions(certctl_settings INTERFACE
+  OPENSSL_API_COMPAT=30000 OPENSSL_NO_DEPRECATED)
+
+if(CERTCTL_WERROR)
+  target_compile_options(certctl_settings INTERFACE -Werror)
+endif()
+
+if(CERTCTL_SANITIZE)
+  target_compile_options(certctl_settings INTERFACE
+    -fsanitize=${CERTCTL_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(certctl_settings INTERFACE -fsanitize=${CERTCTL_SANITIZE})
+endif()
+
+# Version and commit are baked in at configure time for `certctl version`.
+find_package(Git QUIET)
+set(CERTCTL_GIT_COMMIT "unknown")
+if(GIT_FOUND)
+  execute_process(
+    COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD
+    WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+    OUTPUT_VARIABLE _certctl_commit OUTPUT_STRIP_TRAILING_WHITESPACE
+    ERROR_QUIET RESULT_VARIABLE _certctl_git_rc)
+  if(_certctl_git_rc EQUAL 0 AND _certctl_commit)
+    set(CERTCTL_GIT_COMMIT "${_certctl_commit}")
+  endif()
+endif()
+
+# Declares a module library: certctl_module(NAME SOURCES ... DEPS ...).
+function(certctl_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(certctl_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(certctl_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
+                                             PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(certctl_${name} PUBLIC certctl_settings ${ARG_DEPS})
+endfunction()

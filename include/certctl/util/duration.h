@@ -1,0 +1,28 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+
+#include "certctl/util/clock.h"
+#include "certctl/util/result.h"
+
+namespace certctl {
+
+using Days = std::chrono::duration<std::int64_t, std::ratio<86400>>;
+using Years = std::chrono::duration<std::int64_t, std::ratio<365 * 86400>>;
+
+// Parses "720h", "30d", "10y", "1h30m", "90s". Units: s, m, h, d (24h), y (365d).
+// Every number needs a unit; the total must be positive unless allow_zero.
+Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero = false);
+
+// The shortest exact spelling in the same units: 86400s -> "1d", 5400s -> "1h30m".
+std::string FormatDuration(std::chrono::seconds duration);
+
+// RFC 3339 in UTC with second precision: "2026-11-22T07:42:33Z".
+std::string FormatRfc3339(TimePoint time);
+
+// Parses what FormatRfc3339 writes, plus fractional seconds and numeric offsets.
+Result<TimePoint> ParseRfc3339(std::string_view text);
+
+}  // namespace certctl

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace certctl {
+
+// Stable vocabulary of `certctl check`: the kebab-case names are part of the JSON
+// contract and must never change meaning.
+enum class FindingCode {
+  kMissing,           // a required object or key is absent
+  kUnparsable,        // PEM/DER that does not parse
+  kExpired,           // notAfter is in the past
+  kNotYetValid,       // notBefore is in the future
+  kExpiringSoon,      // less than --renew-before left
+  kSanMissing,        // a required DNS name or IP is not covered by the leaf
+  kKeyMismatch,       // private key does not belong to the certificate
+  kUntrustedChain,    // leaf does not verify against the CA bundle
+  kNotACa,            // a CA bundle entry that may not sign certificates
+  kWrongUsage,        // leaf not usable for TLS server authentication
+  kWeakKey,           // below RSA-2048 / ECDSA P-256, or an unsupported algorithm
+  kWeakSignature,     // SHA-1 or MD5 signature
+  kWrongType,         // Secret type is not kubernetes.io/tls
+  kCaBundleMismatch,  // a target's caBundle lacks the CA that issued the leaf
+  kTargetMissing,     // a named target does not exist
+};
+
+std::string_view FindingCodeName(FindingCode code);
+std::optional<FindingCode> ParseFindingCode(std::string_view name);
+
+struct Finding {
+  FindingCode code;
+  std::string
+      object;  // what it is about: a file path, "tls.crt", "validatingwebhookconfiguration/x"
+  std::string message;  // plain words, no trailing period
+};
+
+}  // namespace certctl

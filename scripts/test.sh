@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test: the unit tests in an optimised build and again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, then the end-to-end tests. Installs what is missing first.
+# Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=false
+[[ ${1:-} == --quick ]] && quick=true
+
+scripts/setup.sh
+
+presets=(ci)
+$quick || presets+=(asan)
+
+for preset in "${presets[@]}"; do
+  echo "== build ($preset)"
+  scripts/build.sh "$preset"
+  echo "== unit tests ($preset)"
+  ctest --preset "$preset"
+done
+
+if [[ -x e2e/run.sh ]]; then
+  echo "== end-to-end tests"
+  e2e/run.sh build/ci/certctl
+fi

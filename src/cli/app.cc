@@ -1,0 +1,97 @@
+#include "cli/app.h"
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "certctl/util/clock.h"
+
+#include "cli/check.h"
+#include "cli/exit_codes.h"
+#include "cli/generate.h"
+#include "cli/logging.h"
+#include "cli/version.h"
+#include "cli/wait.h"
+
+namespace certctl::cli {
+namespace {
+
+// CLI11 reports usage errors over two lines; the contract wants one, naming the command.
+int ReportParseError(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+    // --help and friends.
+    std::cout << app.help();
+    return kExitOk;
+  }
+  std::string command = "certctl";
+  for (const CLI::App* sub : app.get_subcommands()) {
+    command += " " + sub->get_name();
+  }
+  std::cerr << command << ": " << error.what() << " (see '" << command << " --help')\n";
+  return kExitUsage;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  CLI::App app(
+      "certctl keeps the TLS trust between the Kubernetes API server and an admission "
+      "webhook alive: it creates and validates the webhook's certificates and injects "
+      "the CA bundle.",
+      "certctl");
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.set_help_all_flag("--help-all", "Show help for every command");
+
+  LoggingFlags logging;
+  app.add_option("--log-level", logging.level, "Log level")
+      ->check(CLI::IsMember(LogLevelNames()))
+      ->capture_default_str();
+  app.add_option("--log-format", logging.format, "Log format")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+
+  GenerateOptions generate;
+  CheckOptions check;
+  WaitOptions wait;
+  VersionOptions version;
+  CLI::App* generate_command = AddGenerateCommand(app, generate);
+  CLI::App* check_command = AddCheckCommand(app, check);
+  CLI::App* wait_command = AddWaitCommand(app, wait);
+  CLI::App* version_command = AddVersionCommand(app, version);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    const CLI::App* target = &app;
+    for (const CLI::App* sub : app.get_subcommands()) {
+      target = sub;
+    }
+    std::cout << target->help();
+    return kExitOk;
+  } catch (const CLI::ParseError& error) {
+    return ReportParseError(app, error);
+  }
+
+  if (auto configured = SetupLogging(logging); !configured) {
+    std::cerr << "certctl: " << configured.error().message() << "\n";
+    return kExitUsage;
+  }
+
+  const SystemClock clock;
+  if (generate_command->parsed()) {
+    return RunGenerate(generate, clock);
+  }
+  if (check_command->parsed()) {
+    return RunCheck(check, clock);
+  }
+  if (wait_command->parsed()) {
+    return RunWait(wait, clock);
+  }
+  if (version_command->parsed()) {
+    return RunVersion(version);
+  }
+  return kExitUsage;
+}
+
+}  // namespace certctl::cli

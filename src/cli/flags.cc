@@ -1,0 +1,104 @@
+#include "cli/flags.h"
+
+#include <cstdlib>
+
+#include "certctl/util/duration.h"
+
+namespace certctl::cli {
+
+CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono::seconds& target,
+                             const std::string& description, bool allow_zero) {
+  CLI::Option* option = app.add_option_function<std::string>(
+      name,
+      [&target, allow_zero](const std::string& text) {
+        auto parsed = ParseDuration(text, allow_zero);
+        if (!parsed) {
+          throw CLI::ValidationError(parsed.error().message());
+        }
+        target = *parsed;
+      },
+      description);
+  option->type_name("DURATION")->default_str(FormatDuration(target));
+  return option;
+}
+
+void AddIdentityFlags(CLI::App& app, IdentityFlags& flags) {
+  app.add_option("--service", flags.service,
+                 "Name of the webhook's Service; its DNS names become the certificate's SANs");
+  app.add_option("-n,--namespace", flags.namespace_name,
+                 "Namespace of the Service (default: $POD_NAMESPACE, else \"default\")");
+  app.add_option("--cluster-domain", flags.cluster_domain, "Cluster DNS domain")
+      ->capture_default_str();
+  app.add_option("--dns-name", flags.dns_names, "Extra DNS name for the certificate (repeatable)")
+      ->type_name("NAME");
+  app.add_option("--ip", flags.ip_addresses, "IP address for the certificate (repeatable)")
+      ->type_name("IP");
+}
+
+pki::ServiceIdentity ResolveIdentity(const IdentityFlags& flags) {
+  pki::ServiceIdentity identity;
+  identity.service = flags.service;
+  identity.namespace_name = flags.namespace_name;
+  if (identity.namespace_name.empty()) {
+    const char* from_env = std::getenv("POD_NAMESPACE");
+    identity.namespace_name = from_env != nullptr && *from_env != '\0' ? from_env : "default";
+  }
+  identity.cluster_domain = flags.cluster_domain;
+  identity.extra_dns_names = flags.dns_names;
+  identity.ip_addresses = flags.ip_addresses;
+  return identity;
+}
+
+bool HasIdentity(const IdentityFlags& flags) {
+  return !flags.service.empty() || !flags.dns_names.empty() || !flags.ip_addresses.empty();
+}
+
+void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags) {
+  std::vector<std::string> key_type_names;
+  for (pki::KeyType type : pki::AllKeyTypes()) {
+    key_type_names.emplace_back(pki::KeyTypeName(type));
+  }
+  app.add_option_function<std::string>(
+         "--key-type",
+         [&flags](const std::string& name) {
+           auto parsed = pki::ParseKeyType(name);
+           if (!parsed) {
+             throw CLI::ValidationError(parsed.error().message());
+           }
+           flags.key_type = *parsed;
+         },
+         "Key algorithm for CA and server certificate")
+      ->check(CLI::IsMember(key_type_names))
+      ->default_str(std::string(pki::KeyTypeName(flags.key_type)));
+  AddDurationFlag(app, "--ca-validity", flags.ca_validity, "Lifetime of a new CA");
+  AddDurationFlag(app, "--cert-validity", flags.cert_validity,
+                  "Lifetime of a new server certificate (never beyond the CA's)");
+  app.add_option("--ca-name", flags.ca_name, "Common name of a new CA (default: <service>-ca)");
+  app.add_option("--ca-organization", flags.ca_organization, "Organization (O) of a new CA");
+}
+
+pki::CaRequest MakeCaRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity) {
+  pki::CaRequest request;
+  if (!flags.ca_name.empty()) {
+    request.common_name = flags.ca_name;
+  } else if (!identity.service.empty()) {
+    request.common_name = identity.service + "-ca";
+  } else {
+    request.common_name = "certctl-ca";
+  }
+  request.organization = flags.ca_organization;
+  request.key_type = flags.key_type;
+  request.validity = flags.ca_validity;
+  return request;
+}
+
+pki::LeafRequest MakeLeafRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity) {
+  pki::LeafRequest request;
+  request.dns_names = pki::RequiredDnsNames(identity);
+  request.ip_addresses = identity.ip_addresses;
+  request.key_type = flags.key_type;
+  request.validity = flags.cert_validity;
+  return request;
+}
+
+}  // namespace certctl::cli

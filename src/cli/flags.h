@@ -1,0 +1,53 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "certctl/pki/issue.h"
+#include "certctl/pki/key.h"
+#include "certctl/pki/names.h"
+#include "certctl/util/result.h"
+
+namespace certctl::cli {
+
+inline constexpr char kDefaultSecretName[] = "webhook-server-cert";
+
+// Adds a flag that takes a duration ("720h", "30d", "10y"); a bad value is a usage error
+// raised while parsing, so it exits 2 like any other.
+CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono::seconds& target,
+                             const std::string& description, bool allow_zero = false);
+
+// --service, -n/--namespace, --cluster-domain, --dns-name, --ip.
+struct IdentityFlags {
+  std::string service;
+  std::string namespace_name;  // empty: resolved by ResolveIdentity
+  std::string cluster_domain = pki::kDefaultClusterDomain;
+  std::vector<std::string> dns_names;
+  std::vector<std::string> ip_addresses;
+};
+void AddIdentityFlags(CLI::App& app, IdentityFlags& flags);
+
+// Offline commands resolve the namespace from -n, then $POD_NAMESPACE, then "default".
+pki::ServiceIdentity ResolveIdentity(const IdentityFlags& flags);
+
+// True when the flags name at least one DNS name or IP to check for.
+bool HasIdentity(const IdentityFlags& flags);
+
+// --key-type, --ca-validity, --cert-validity, --ca-name, --ca-organization.
+struct IssuanceFlags {
+  pki::KeyType key_type = pki::KeyType::kEcdsaP256;
+  std::chrono::seconds ca_validity{std::chrono::hours(24 * 365 * 10)};
+  std::chrono::seconds cert_validity{std::chrono::hours(24 * 365 * 10)};
+  std::string ca_name;  // empty: "<service>-ca", or "certctl-ca" without a service
+  std::string ca_organization;
+};
+void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags);
+
+pki::CaRequest MakeCaRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity);
+pki::LeafRequest MakeLeafRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity);
+
+}  // namespace certctl::cli

@@ -1,0 +1,148 @@
+#include "cli/generate.h"
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "certctl/pki/issue.h"
+#include "certctl/util/base64.h"
+#include "certctl/util/duration.h"
+
+#include "cli/exit_codes.h"
+#include "cli/pair_files.h"
+
+namespace certctl::cli {
+namespace {
+
+constexpr char kManagedByLabel[] = "app.kubernetes.io/managed-by";
+constexpr char kManagedByValue[] = "certctl";
+
+nlohmann::ordered_json SecretManifest(const GenerateOptions& options, const std::string& ns,
+                                      const PairFiles& files) {
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Secret"},
+      {"metadata",
+       {{"name", options.secret_name},
+        {"namespace", ns},
+        {"labels", {{kManagedByLabel, kManagedByValue}}}}},
+      {"type", "kubernetes.io/tls"},
+      {"data",
+       {{"ca.crt", Base64Encode(files.ca_crt)},
+        {"ca.key", Base64Encode(files.ca_key)},
+        {"tls.crt", Base64Encode(files.tls_crt)},
+        {"tls.key", Base64Encode(files.tls_key)}}},
+  };
+}
+
+// Every value in the manifest is a plain token (names were validated, data is base64), so
+// YAML needs no quoting beyond the label key.
+std::string SecretManifestYaml(const nlohmann::ordered_json& manifest) {
+  std::string out;
+  out += "apiVersion: v1\nkind: Secret\nmetadata:\n";
+  out += "  name: " + manifest["metadata"]["name"].get<std::string>() + "\n";
+  out += "  namespace: " + manifest["metadata"]["namespace"].get<std::string>() + "\n";
+  out += "  labels:\n";
+  out += std::string("    ") + kManagedByLabel + ": " + kManagedByValue + "\n";
+  out += "type: kubernetes.io/tls\ndata:\n";
+  for (const auto& [key, value] : manifest["data"].items()) {
+    out += "  " + key + ": " + value.get<std::string>() + "\n";
+  }
+  return out;
+}
+
+bool IsDnsSubdomainName(const std::string& name) {
+  if (name.empty() || name.size() > 253) {
+    return false;
+  }
+  for (char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) {
+      return false;
+    }
+  }
+  return name.front() != '-' && name.front() != '.' && name.back() != '-' && name.back() != '.';
+}
+
+}  // namespace
+
+CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "generate", "Create a CA and server certificate offline (files or a Secret manifest)");
+  AddIdentityFlags(*command, options.identity);
+  AddIssuanceFlags(*command, options.issuance);
+  command->add_option("--out-dir", options.out_dir,
+                      "Write ca.crt, ca.key, tls.crt and tls.key into this folder");
+  command
+      ->add_option("-o,--output", options.output,
+                   "Print a kubernetes.io/tls Secret manifest: secret (YAML) or secret-json")
+      ->check(CLI::IsMember({"secret", "secret-json"}));
+  command->add_option("--secret", options.secret_name, "Name of the Secret in the manifest")
+      ->capture_default_str();
+  command->add_flag("--force", options.force, "Replace existing files in --out-dir");
+  return command;
+}
+
+int RunGenerate(const GenerateOptions& options, const Clock& clock) {
+  if (options.out_dir.empty() && options.output.empty()) {
+    std::cerr << "certctl generate: nothing to do: give --out-dir DIR and/or -o secret\n";
+    return kExitUsage;
+  }
+  if (!IsDnsSubdomainName(options.secret_name)) {
+    std::cerr << "certctl generate: --secret \"" << options.secret_name
+              << "\" is not a valid Secret name (lower-case RFC 1123 subdomain)\n";
+    return kExitUsage;
+  }
+  const pki::ServiceIdentity identity = ResolveIdentity(options.identity);
+  if (auto valid = pki::ValidateIdentity(identity); !valid) {
+    std::cerr << "certctl generate: " << valid.error().message() << "\n";
+    return kExitUsage;
+  }
+
+  const TimePoint now = clock.Now();
+  auto ca = pki::IssueCa(MakeCaRequest(options.issuance, identity), now);
+  if (!ca) {
+    std::cerr << "certctl generate: " << ca.error().Wrap("create CA").message() << "\n";
+    return kExitFailed;
+  }
+  const pki::LeafRequest leaf_request = MakeLeafRequest(options.issuance, identity);
+  auto leaf = pki::IssueLeaf(leaf_request, *ca, now);
+  if (!leaf) {
+    std::cerr << "certctl generate: " << leaf.error().Wrap("create server certificate").message()
+              << "\n";
+    return kExitFailed;
+  }
+  auto ca_key = ca->key.ToPem();
+  auto leaf_key = leaf->key.ToPem();
+  if (!ca_key || !leaf_key) {
+    const Error& error = !ca_key ? ca_key.error() : leaf_key.error();
+    std::cerr << "certctl generate: " << error.Wrap("encode private key").message() << "\n";
+    return kExitFailed;
+  }
+  const PairFiles files{ca->certificate.ToPem(), *ca_key, leaf->certificate.ToPem(), *leaf_key};
+
+  const pki::CertificateInfo leaf_info = leaf->certificate.Info();
+  spdlog::info("generated CA \"{}\" ({}, valid until {}) and server certificate for {} ({} names)",
+               ca->certificate.Info().common_name, pki::KeyTypeName(options.issuance.key_type),
+               FormatRfc3339(ca->certificate.Info().not_after), leaf_info.common_name,
+               leaf_info.dns_names.size() + leaf_info.ip_addresses.size());
+
+  if (!options.out_dir.empty()) {
+    auto written = WritePairToDir(options.out_dir, files,
+                                  options.force ? Overwrite::kAllow : Overwrite::kRefuse);
+    if (!written) {
+      std::cerr << "certctl generate: " << written.error().message() << "\n";
+      return kExitFailed;
+    }
+    spdlog::info("wrote ca.crt, ca.key, tls.crt, tls.key to {}", options.out_dir);
+  }
+  if (!options.output.empty()) {
+    const auto manifest = SecretManifest(options, identity.namespace_name, files);
+    std::cout << (options.output == "secret-json" ? manifest.dump(2) + "\n"
+                                                  : SecretManifestYaml(manifest));
+    std::cout.flush();
+  }
+  return kExitOk;
+}
+
+}  // namespace certctl::cli

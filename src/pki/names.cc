@@ -1,0 +1,202 @@
+#include "certctl/pki/names.h"
+
+#include <cctype>
+#include <string>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+namespace certctl::pki {
+namespace {
+
+constexpr std::size_t kMaxLabel = 63;
+constexpr std::size_t kMaxName = 253;
+constexpr char kLabelRule[] =
+    "letters, digits and '-', starting and ending with a letter or digit, at most 63 characters";
+
+bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+// RFC 1123 label; `lowercase_only` for Kubernetes object names.
+bool IsLabel(std::string_view label, bool lowercase_only) {
+  if (label.empty() || label.size() > kMaxLabel || !IsAlnum(label.front()) ||
+      !IsAlnum(label.back())) {
+    return false;
+  }
+  for (const char c : label) {
+    if (!IsAlnum(c) && c != '-') {
+      return false;
+    }
+    if (lowercase_only && std::isupper(static_cast<unsigned char>(c)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::string StripTrailingDot(std::string_view name) {
+  if (!name.empty() && name.back() == '.') {
+    name.remove_suffix(1);
+  }
+  return std::string(name);
+}
+
+std::string Quote(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+Status FieldError(std::string_view field, std::string_view value, std::string_view reason) {
+  return Fail(ErrorCode::kInvalidArgument,
+              std::string(field) + " " + Quote(value) + ": " + std::string(reason));
+}
+
+Status ValidateObjectName(std::string_view field, std::string_view value) {
+  if (IsLabel(value, /*lowercase_only=*/true)) {
+    return {};
+  }
+  return FieldError(field, value,
+                    "must be a lowercase RFC 1123 label (a-z, 0-9 and '-', starting and ending "
+                    "with a letter or digit, at most 63 characters)");
+}
+
+}  // namespace
+
+Status ValidateDnsName(std::string_view name, Wildcard wildcard) {
+  if (name.empty()) {
+    return Fail(ErrorCode::kInvalidArgument, "empty DNS name");
+  }
+  if (name.size() > kMaxName) {
+    return Fail(ErrorCode::kInvalidArgument, "DNS name longer than 253 characters");
+  }
+  if (name.back() == '.') {
+    return Fail(ErrorCode::kInvalidArgument, "DNS name ends with a dot");
+  }
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= name.size()) {
+    std::size_t dot = name.find('.', start);
+    if (dot == std::string_view::npos) {
+      dot = name.size();
+    }
+    const std::string_view label = name.substr(start, dot - start);
+    if (first && label == "*") {
+      if (wildcard == Wildcard::kReject) {
+        return Fail(ErrorCode::kInvalidArgument, "wildcard names are not allowed here");
+      }
+      if (dot == name.size()) {
+        return Fail(ErrorCode::kInvalidArgument, "a wildcard needs a domain after \"*.\"");
+      }
+    } else if (label.find('*') != std::string_view::npos) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "a wildcard is only allowed as the whole first label (\"*.example.com\")");
+    } else if (label.empty()) {
+      return Fail(ErrorCode::kInvalidArgument, "empty label (two dots in a row)");
+    } else if (!IsLabel(label, /*lowercase_only=*/false)) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "label " + Quote(label) + " is not an RFC 1123 label (" + kLabelRule + ")");
+    }
+    first = false;
+    start = dot + 1;
+  }
+  return {};
+}
+
+Status ValidateIpAddress(std::string_view text) {
+  const std::string address(text);
+  unsigned char buffer[sizeof(in6_addr)];
+  if (inet_pton(AF_INET, address.c_str(), buffer) == 1 ||
+      inet_pton(AF_INET6, address.c_str(), buffer) == 1) {
+    return {};
+  }
+  return Fail(ErrorCode::kInvalidArgument, "not an IPv4 or IPv6 address");
+}
+
+std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity) {
+  std::vector<std::string> candidates;
+  if (!identity.service.empty()) {
+    const std::string& service = identity.service;
+    if (identity.namespace_name.empty()) {
+      candidates.push_back(service);
+    } else {
+      const std::string with_namespace = service + "." + identity.namespace_name;
+      candidates.push_back(with_namespace + ".svc");
+      candidates.push_back(service);
+      candidates.push_back(with_namespace);
+      const std::string domain = StripTrailingDot(identity.cluster_domain);
+      if (!domain.empty()) {
+        candidates.push_back(with_namespace + ".svc." + domain);
+      }
+    }
+  }
+  candidates.insert(candidates.end(), identity.extra_dns_names.begin(),
+                    identity.extra_dns_names.end());
+
+  std::vector<std::string> out;
+  std::vector<std::string> seen;  // lower-case, DNS names compare case-insensitively
+  for (std::string& name : candidates) {
+    std::string key = Lower(name);
+    bool duplicate = false;
+    for (const std::string& other : seen) {
+      duplicate = duplicate || other == key;
+    }
+    if (!duplicate) {
+      seen.push_back(std::move(key));
+      out.push_back(std::move(name));
+    }
+  }
+  return out;
+}
+
+Status ValidateIdentity(const ServiceIdentity& identity) {
+  if (identity.service.empty() && identity.extra_dns_names.empty()) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "--service or --dns-name is required: the certificate needs at least one DNS name");
+  }
+  if (!identity.service.empty()) {
+    if (auto status = ValidateObjectName("--service", identity.service); !status) {
+      return status;
+    }
+    if (identity.namespace_name.empty()) {
+      return Fail(ErrorCode::kInvalidArgument, "--namespace is required with --service");
+    }
+  }
+  if (!identity.namespace_name.empty()) {
+    if (auto status = ValidateObjectName("--namespace", identity.namespace_name); !status) {
+      return status;
+    }
+  }
+  const std::string domain = StripTrailingDot(identity.cluster_domain);
+  if (domain.empty()) {
+    return FieldError("--cluster-domain", identity.cluster_domain, "must not be empty");
+  }
+  if (auto status = ValidateDnsName(domain, Wildcard::kReject); !status) {
+    return FieldError("--cluster-domain", identity.cluster_domain, status.error().message());
+  }
+  for (const std::string& name : identity.extra_dns_names) {
+    if (auto status = ValidateDnsName(name, Wildcard::kAllow); !status) {
+      return FieldError("--dns-name", name, status.error().message());
+    }
+  }
+  for (const std::string& address : identity.ip_addresses) {
+    if (auto status = ValidateIpAddress(address); !status) {
+      return FieldError("--ip", address, status.error().message());
+    }
+  }
+  if (!identity.service.empty()) {
+    for (const std::string& name : RequiredDnsNames(identity)) {
+      if (name.size() > kMaxName) {
+        return FieldError("--cluster-domain", identity.cluster_domain,
+                          "the service name " + Quote(name) + " is longer than 253 characters");
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace certctl::pki

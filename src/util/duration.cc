@@ -1,0 +1,190 @@
+#include "certctl/util/duration.h"
+
+#include <charconv>
+#include <cstdint>
+#include <ctime>
+#include <limits>
+
+namespace certctl {
+namespace {
+
+struct Unit {
+  char symbol;
+  std::int64_t seconds;
+};
+
+// Largest first, so FormatDuration picks the shortest spelling.
+constexpr Unit kUnits[] = {
+    {'y', 365 * 86400}, {'d', 86400}, {'h', 3600}, {'m', 60}, {'s', 1},
+};
+
+const Unit* FindUnit(char symbol) {
+  for (const Unit& unit : kUnits) {
+    if (unit.symbol == symbol) {
+      return &unit;
+    }
+  }
+  return nullptr;
+}
+
+// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
+std::int64_t DaysFromCivil(std::int64_t year, unsigned month, unsigned day) {
+  year -= month <= 2 ? 1 : 0;
+  const std::int64_t era = (year >= 0 ? year : year - 399) / 400;
+  const auto year_of_era = static_cast<unsigned>(year - era * 400);
+  const unsigned day_of_year = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+  const unsigned day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+  return era * 146097 + static_cast<std::int64_t>(day_of_era) - 719468;
+}
+
+bool ParseDigits(std::string_view text, std::size_t& pos, std::size_t count, int& out) {
+  if (pos + count > text.size()) {
+    return false;
+  }
+  const char* begin = text.data() + pos;
+  auto [ptr, ec] = std::from_chars(begin, begin + count, out);
+  if (ec != std::errc() || ptr != begin + count) {
+    return false;
+  }
+  pos += count;
+  return true;
+}
+
+bool Expect(std::string_view text, std::size_t& pos, char c) {
+  if (pos < text.size() && (text[pos] == c || (c == 'T' && text[pos] == 't'))) {
+    ++pos;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero) {
+  const std::string quoted = "\"" + std::string(text) + "\"";
+  if (text.empty()) {
+    return Fail(ErrorCode::kInvalidArgument, "empty duration (use e.g. 720h, 30d, 10y)");
+  }
+  std::int64_t total = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::int64_t amount = 0;
+    const char* begin = text.data() + pos;
+    auto [ptr, ec] = std::from_chars(begin, text.data() + text.size(), amount);
+    if (ec != std::errc() || ptr == begin || *begin < '0' || *begin > '9') {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "invalid duration " + quoted + ": expected a number at position " +
+                      std::to_string(pos + 1) + " (use e.g. 720h, 30d, 10y)");
+    }
+    pos = static_cast<std::size_t>(ptr - text.data());
+    if (pos >= text.size()) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "invalid duration " + quoted + ": missing unit after " + std::to_string(amount) +
+                      " (one of s, m, h, d, y)");
+    }
+    const Unit* unit = FindUnit(text[pos]);
+    if (unit == nullptr) {
+      return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted + ": unknown unit '" +
+                                                   std::string(1, text[pos]) +
+                                                   "' (one of s, m, h, d, y)");
+    }
+    ++pos;
+    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 2;
+    if (amount > (kMax - total) / unit->seconds) {
+      return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted + ": too large");
+    }
+    total += amount * unit->seconds;
+  }
+  if (total == 0 && !allow_zero) {
+    return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted + ": must be positive");
+  }
+  return std::chrono::seconds(total);
+}
+
+std::string FormatDuration(std::chrono::seconds duration) {
+  std::int64_t remaining = duration.count();
+  if (remaining == 0) {
+    return "0s";
+  }
+  std::string out;
+  if (remaining < 0) {
+    out += '-';
+    remaining = -remaining;
+  }
+  for (const Unit& unit : kUnits) {
+    if (remaining >= unit.seconds) {
+      out += std::to_string(remaining / unit.seconds);
+      out += unit.symbol;
+      remaining %= unit.seconds;
+    }
+  }
+  return out;
+}
+
+std::string FormatRfc3339(TimePoint time) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(time);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buffer[32];
+  const std::size_t length = std::strftime(buffer, sizeof(buffer), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return std::string(buffer, length);
+}
+
+Result<TimePoint> ParseRfc3339(std::string_view text) {
+  auto invalid = [&] {
+    return Fail(ErrorCode::kInvalidArgument, "invalid RFC 3339 time \"" + std::string(text) + "\"");
+  };
+  std::size_t pos = 0;
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
+  if (!ParseDigits(text, pos, 4, year) || !Expect(text, pos, '-') ||
+      !ParseDigits(text, pos, 2, month) || !Expect(text, pos, '-') ||
+      !ParseDigits(text, pos, 2, day) || !Expect(text, pos, 'T') ||
+      !ParseDigits(text, pos, 2, hour) || !Expect(text, pos, ':') ||
+      !ParseDigits(text, pos, 2, minute) || !Expect(text, pos, ':') ||
+      !ParseDigits(text, pos, 2, second)) {
+    return invalid();
+  }
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60) {
+    return invalid();
+  }
+  std::int64_t nanos = 0;
+  if (pos < text.size() && text[pos] == '.') {
+    ++pos;
+    std::int64_t scale = 100000000;
+    const std::size_t start = pos;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+      nanos += (text[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == start) {
+      return invalid();
+    }
+  }
+  std::int64_t offset_seconds = 0;
+  if (pos < text.size() && (text[pos] == 'Z' || text[pos] == 'z')) {
+    ++pos;
+  } else if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
+    const int sign = text[pos] == '-' ? -1 : 1;
+    ++pos;
+    int offset_hours = 0, offset_minutes = 0;
+    if (!ParseDigits(text, pos, 2, offset_hours) || !Expect(text, pos, ':') ||
+        !ParseDigits(text, pos, 2, offset_minutes)) {
+      return invalid();
+    }
+    offset_seconds = sign * (offset_hours * 3600 + offset_minutes * 60);
+  } else {
+    return invalid();
+  }
+  if (pos != text.size()) {
+    return invalid();
+  }
+  const std::int64_t days =
+      DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  const std::int64_t epoch_seconds =
+      days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
+  return TimePoint(std::chrono::duration_cast<TimePoint::duration>(
+      std::chrono::seconds(epoch_seconds) + std::chrono::nanoseconds(nanos)));
+}
+
+}  // namespace certctl

@@ -1,0 +1,47 @@
+#include "certctl/util/finding.h"
+
+#include <array>
+#include <utility>
+
+namespace certctl {
+namespace {
+
+constexpr std::array<std::pair<FindingCode, std::string_view>, 15> kNames = {{
+    {FindingCode::kMissing, "missing"},
+    {FindingCode::kUnparsable, "unparsable"},
+    {FindingCode::kExpired, "expired"},
+    {FindingCode::kNotYetValid, "not-yet-valid"},
+    {FindingCode::kExpiringSoon, "expiring-soon"},
+    {FindingCode::kSanMissing, "san-missing"},
+    {FindingCode::kKeyMismatch, "key-mismatch"},
+    {FindingCode::kUntrustedChain, "untrusted-chain"},
+    {FindingCode::kNotACa, "not-a-ca"},
+    {FindingCode::kWrongUsage, "wrong-usage"},
+    {FindingCode::kWeakKey, "weak-key"},
+    {FindingCode::kWeakSignature, "weak-signature"},
+    {FindingCode::kWrongType, "wrong-type"},
+    {FindingCode::kCaBundleMismatch, "ca-bundle-mismatch"},
+    {FindingCode::kTargetMissing, "target-missing"},
+}};
+
+}  // namespace
+
+std::string_view FindingCodeName(FindingCode code) {
+  for (const auto& [candidate, name] : kNames) {
+    if (candidate == code) {
+      return name;
+    }
+  }
+  return "unknown";
+}
+
+std::optional<FindingCode> ParseFindingCode(std::string_view name) {
+  for (const auto& [code, candidate] : kNames) {
+    if (candidate == name) {
+      return code;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace certctl

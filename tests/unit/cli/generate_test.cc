@@ -1,0 +1,122 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "certctl/pki/certificate.h"
+#include "certctl/util/base64.h"
+
+#include "support/certctl_cli.h"
+#include "support/temp_dir.h"
+#include <sys/stat.h>
+
+namespace certctl::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+unsigned FileMode(const std::filesystem::path& path) {
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 0777;
+}
+
+TEST(GenerateCommand, WritesVerifiablePairWithPrivateKeys) {
+  TempDir dir;
+  const auto result =
+      RunCertctl({"generate", "--service", "hook", "-n", "infra", "--out-dir", dir.path()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(FileMode(dir / "ca.key"), 0600u);
+  EXPECT_EQ(FileMode(dir / "tls.key"), 0600u);
+  EXPECT_EQ(FileMode(dir / "ca.crt"), 0644u);
+  EXPECT_EQ(FileMode(dir / "tls.crt"), 0644u);
+  const std::string verified = Openssl({"verify", "-CAfile", (dir / "ca.crt").string(), "-purpose",
+                                        "sslserver", (dir / "tls.crt").string()});
+  EXPECT_THAT(verified, HasSubstr(": OK"));
+  const std::string sans =
+      Openssl({"x509", "-noout", "-ext", "subjectAltName", "-in", (dir / "tls.crt").string()});
+  EXPECT_THAT(sans, HasSubstr("DNS:hook.infra.svc, DNS:hook, DNS:hook.infra, "
+                              "DNS:hook.infra.svc.cluster.local"));
+  EXPECT_THAT(result.err, Not(HasSubstr("PRIVATE KEY")));
+}
+
+TEST(GenerateCommand, HonoursKeyTypeValidityAndNames) {
+  TempDir dir;
+  const auto result =
+      RunCertctl({"generate", "--service", "hook", "-n", "infra", "--key-type", "rsa-2048",
+                  "--ca-validity", "2y", "--cert-validity", "5y", "--dns-name", "hook.example.com",
+                  "--ip", "10.0.0.7", "--ca-name", "Example Root", "--out-dir", dir.path()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto ca = pki::Certificate::FromPem(dir.Read("ca.crt")).value().Info();
+  const auto leaf = pki::Certificate::FromPem(dir.Read("tls.crt")).value().Info();
+  EXPECT_EQ(ca.common_name, "Example Root");
+  EXPECT_EQ(ca.key.name, "rsa-2048");
+  EXPECT_EQ(leaf.key.name, "rsa-2048");
+  // The leaf asked for 5 years but may not outlive its 2-year CA.
+  EXPECT_EQ(leaf.not_after, ca.not_after);
+  EXPECT_THAT(leaf.dns_names, ::testing::Contains("hook.example.com"));
+  EXPECT_THAT(leaf.ip_addresses, ::testing::ElementsAre("10.0.0.7"));
+}
+
+TEST(GenerateCommand, PrintsSecretManifestInYamlAndJson) {
+  const auto yaml = RunCertctl(
+      {"generate", "--service", "hook", "-n", "infra", "-o", "secret", "--secret", "hook-tls"});
+  ASSERT_EQ(yaml.exit_code, 0) << yaml.err;
+  EXPECT_THAT(yaml.out, HasSubstr("kind: Secret\n"));
+  EXPECT_THAT(yaml.out, HasSubstr("  name: hook-tls\n  namespace: infra\n"));
+  EXPECT_THAT(yaml.out, HasSubstr("type: kubernetes.io/tls\n"));
+  EXPECT_THAT(yaml.out, HasSubstr("app.kubernetes.io/managed-by: certctl"));
+  for (const char* key : {"ca.crt", "ca.key", "tls.crt", "tls.key"}) {
+    EXPECT_THAT(yaml.out, HasSubstr(std::string("  ") + key + ": ")) << key;
+  }
+
+  const auto json =
+      RunCertctl({"generate", "--service", "hook", "-n", "infra", "-o", "secret-json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto manifest = nlohmann::json::parse(json.out);
+  EXPECT_EQ(manifest["type"], "kubernetes.io/tls");
+  EXPECT_EQ(manifest["metadata"]["name"], "webhook-server-cert");
+  const std::string tls_key = Base64Decode(manifest["data"]["tls.key"].get<std::string>()).value();
+  EXPECT_THAT(tls_key, HasSubstr("-----BEGIN PRIVATE KEY-----"));
+  const std::string tls_crt = Base64Decode(manifest["data"]["tls.crt"].get<std::string>()).value();
+  EXPECT_EQ(pki::Certificate::FromPem(tls_crt).value().Info().common_name, "hook.infra.svc");
+}
+
+TEST(GenerateCommand, RefusesToOverwriteWithoutForce) {
+  TempDir dir;
+  dir.Write("tls.crt", "keep me");
+  const auto refused = RunCertctl({"generate", "--service", "hook", "--out-dir", dir.path()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("already exists"));
+  EXPECT_EQ(dir.Read("tls.crt"), "keep me");
+  EXPECT_FALSE(std::filesystem::exists(dir / "ca.key"));
+
+  const auto forced =
+      RunCertctl({"generate", "--service", "hook", "--out-dir", dir.path(), "--force"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_THAT(dir.Read("tls.crt"), HasSubstr("BEGIN CERTIFICATE"));
+}
+
+TEST(GenerateCommand, BadInputIsAUsageErrorOnOneLine) {
+  TempDir dir;
+  const std::vector<std::vector<std::string>> cases = {
+      {"generate", "--service", "hook", "--key-type", "rsa-1024", "--out-dir", dir.path()},
+      {"generate", "--service", "hook", "--ca-validity", "10x", "--out-dir", dir.path()},
+      {"generate", "--service", "Not_A_Name", "--out-dir", dir.path()},
+      {"generate", "--service", "hook", "--ip", "300.1.1.1", "--out-dir", dir.path()},
+      {"generate", "--out-dir", dir.path()},
+      {"generate", "--service", "hook"},
+      {"generate", "--service", "hook", "-o", "yaml"},
+      {"generate", "--service", "hook", "-o", "secret", "--secret", "Bad Name"},
+  };
+  for (const auto& args : cases) {
+    const auto result = RunCertctl(args);
+    EXPECT_EQ(result.exit_code, 2) << args[2] << " " << result.err;
+    EXPECT_EQ(CountLines(result.err), 1) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("certctl generate"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "tls.crt"));
+}
+
+}  // namespace
+}  // namespace certctl::testing

@@ -1,0 +1,74 @@
+#include "certctl/util/duration.h"
+
+#include <gtest/gtest.h>
+
+namespace certctl {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(ParseDuration, AcceptsEveryUnit) {
+  EXPECT_EQ(ParseDuration("90s").value(), seconds(90));
+  EXPECT_EQ(ParseDuration("5m").value(), seconds(300));
+  EXPECT_EQ(ParseDuration("720h").value(), seconds(720 * 3600));
+  EXPECT_EQ(ParseDuration("30d").value(), seconds(30 * 86400));
+  EXPECT_EQ(ParseDuration("10y").value(), seconds(10LL * 365 * 86400));
+}
+
+TEST(ParseDuration, AddsCombinedUnits) {
+  EXPECT_EQ(ParseDuration("1h30m").value(), seconds(5400));
+  EXPECT_EQ(ParseDuration("1y2d3h4m5s").value(),
+            seconds(365 * 86400 + 2 * 86400 + 3 * 3600 + 4 * 60 + 5));
+}
+
+TEST(ParseDuration, RejectsMalformedInputWithReason) {
+  for (const char* text : {"", "10", "h", "10x", "1.5h", "-5m", "5m3", " 5m", "5 m"}) {
+    auto parsed = ParseDuration(text);
+    ASSERT_FALSE(parsed.has_value()) << text;
+    EXPECT_EQ(parsed.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(parsed.error().message().find("duration"), std::string::npos);
+  }
+  EXPECT_NE(ParseDuration("10x").error().message().find("unknown unit 'x'"), std::string::npos);
+  EXPECT_NE(ParseDuration("10").error().message().find("missing unit"), std::string::npos);
+}
+
+TEST(ParseDuration, ZeroOnlyWhenAllowed) {
+  EXPECT_FALSE(ParseDuration("0s").has_value());
+  EXPECT_EQ(ParseDuration("0s", /*allow_zero=*/true).value(), seconds(0));
+}
+
+TEST(ParseDuration, RejectsOverflow) {
+  EXPECT_FALSE(ParseDuration("99999999999999999y").has_value());
+  EXPECT_FALSE(ParseDuration("9999999999999999999s").has_value());
+}
+
+TEST(FormatDuration, UsesLargestUnitsAndRoundTrips) {
+  EXPECT_EQ(FormatDuration(seconds(0)), "0s");
+  EXPECT_EQ(FormatDuration(seconds(86400)), "1d");
+  EXPECT_EQ(FormatDuration(seconds(5400)), "1h30m");
+  EXPECT_EQ(FormatDuration(seconds(10LL * 365 * 86400)), "10y");
+  EXPECT_EQ(FormatDuration(seconds(-90)), "-1m30s");
+  for (long long value : {1LL, 59LL, 61LL, 3601LL, 90061LL, 31536001LL}) {
+    EXPECT_EQ(ParseDuration(FormatDuration(seconds(value))).value(), seconds(value));
+  }
+}
+
+TEST(Rfc3339, FormatsUtcAndParsesBack) {
+  const TimePoint time{seconds(1800000000)};
+  EXPECT_EQ(FormatRfc3339(time), "2027-01-15T08:00:00Z");
+  EXPECT_EQ(ParseRfc3339("2027-01-15T08:00:00Z").value(), time);
+  EXPECT_EQ(ParseRfc3339("2027-01-15T09:00:00+01:00").value(), time);
+  EXPECT_EQ(ParseRfc3339("1970-01-01T00:00:00Z").value(), TimePoint{});
+  EXPECT_EQ(ParseRfc3339("2027-01-15T08:00:00.500000Z").value(),
+            time + std::chrono::milliseconds(500));
+}
+
+TEST(Rfc3339, RejectsMalformed) {
+  for (const char* text : {"", "2027-01-15", "2027-01-15T08:00:00", "2027-13-01T00:00:00Z",
+                           "2027-01-15T08:00:00Zjunk", "2027-01-15 08:00:00Z"}) {
+    EXPECT_FALSE(ParseRfc3339(text).has_value()) << text;
+  }
+}
+
+}  // namespace
+}  // namespace certctl

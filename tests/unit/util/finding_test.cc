@@ -1,0 +1,37 @@
+#include "certctl/util/finding.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "certctl/util/result.h"
+
+namespace certctl {
+namespace {
+
+TEST(FindingCode, NamesAreStableKebabCaseAndRoundTrip) {
+  EXPECT_EQ(FindingCodeName(FindingCode::kExpired), "expired");
+  EXPECT_EQ(FindingCodeName(FindingCode::kNotYetValid), "not-yet-valid");
+  EXPECT_EQ(FindingCodeName(FindingCode::kCaBundleMismatch), "ca-bundle-mismatch");
+  std::set<std::string_view> seen;
+  for (int i = 0; i <= static_cast<int>(FindingCode::kTargetMissing); ++i) {
+    const auto code = static_cast<FindingCode>(i);
+    const std::string_view name = FindingCodeName(code);
+    EXPECT_NE(name, "unknown");
+    EXPECT_TRUE(seen.insert(name).second) << name;
+    EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz-"), std::string_view::npos);
+    EXPECT_EQ(ParseFindingCode(name), code);
+  }
+  EXPECT_FALSE(ParseFindingCode("nonsense").has_value());
+}
+
+TEST(Error, WrapKeepsCodeAndPrefixesContext) {
+  const Error error(ErrorCode::kConflict, "the object has been modified");
+  const Error wrapped = error.Wrap("update secret/x");
+  EXPECT_EQ(wrapped.code(), ErrorCode::kConflict);
+  EXPECT_EQ(wrapped.message(), "update secret/x: the object has been modified");
+  EXPECT_EQ(ErrorCodeName(ErrorCode::kUnavailable), "unavailable");
+}
+
+}  // namespace
+}  // namespace certctl
