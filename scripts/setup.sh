@@ -5,11 +5,12 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libssl-dev openssl
+  libssl-dev openssl libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   hyperfine
+  python3 python3-pytest python3-kubernetes python3-yaml
 )
 
 missing=()

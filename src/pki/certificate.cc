@@ -134,9 +134,8 @@ std::string IpToText(const ASN1_OCTET_STRING* address) {
 }
 
 void ReadSubjectAltNames(X509* cert, CertificateInfo& info) {
-  GENERAL_NAMES* raw =
-      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
-  internal::GeneralNamesPtr names(raw);
+  internal::GeneralNamesPtr names(
+      static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr)));
   if (!names) {
     ERR_clear_error();
     return;

@@ -59,10 +59,12 @@ Result<EvpPkeyPtr> GenerateEc(const char* group) {
     return Fail(OpensslError(std::string("cannot set up EC key generation for ") + group));
   }
   EVP_PKEY* raw = nullptr;
-  if (EVP_PKEY_generate(ctx.get(), &raw) <= 0) {
+  const int generated = EVP_PKEY_generate(ctx.get(), &raw);
+  EvpPkeyPtr key(raw);  // owns whatever came back, on failure too
+  if (generated <= 0 || !key) {
     return Fail(OpensslError(std::string("cannot generate EC key on ") + group));
   }
-  return EvpPkeyPtr(raw);
+  return key;
 }
 
 Result<EvpPkeyPtr> GenerateRsa(int bits) {
@@ -75,10 +77,12 @@ Result<EvpPkeyPtr> GenerateRsa(int bits) {
     return Fail(OpensslError("cannot set up RSA-" + std::to_string(bits) + " key generation"));
   }
   EVP_PKEY* raw = nullptr;
-  if (EVP_PKEY_generate(ctx.get(), &raw) <= 0) {
+  const int generated = EVP_PKEY_generate(ctx.get(), &raw);
+  EvpPkeyPtr key(raw);  // owns whatever came back, on failure too
+  if (generated <= 0 || !key) {
     return Fail(OpensslError("cannot generate RSA-" + std::to_string(bits) + " key"));
   }
-  return EvpPkeyPtr(raw);
+  return key;
 }
 
 Result<EvpPkeyPtr> GenerateKey(KeyType type) {

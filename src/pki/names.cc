@@ -1,5 +1,6 @@
 #include "certctl/pki/names.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string>
 
@@ -141,11 +142,7 @@ std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity) {
   std::vector<std::string> seen;  // lower-case, DNS names compare case-insensitively
   for (std::string& name : candidates) {
     std::string key = Lower(name);
-    bool duplicate = false;
-    for (const std::string& other : seen) {
-      duplicate = duplicate || other == key;
-    }
-    if (!duplicate) {
+    if (std::find(seen.begin(), seen.end(), key) == seen.end()) {
       seen.push_back(std::move(key));
       out.push_back(std::move(name));
     }

@@ -36,7 +36,9 @@ Error Error::Wrap(std::string_view context) const {
   std::string message(context);
   message += ": ";
   message += message_;
-  return Error(code_, std::move(message));
+  Error wrapped(code_, std::move(message));
+  wrapped.retry_after_ = retry_after_;
+  return wrapped;
 }
 
 }  // namespace certctl

@@ -1,22 +1,31 @@
 #pragma once
 
 #include <chrono>
+#include <vector>
 
 #include "certctl/util/clock.h"
 
 namespace certctl::testing {
 
-// A clock that stands still until a test moves it.
+// A clock that stands still until a test moves it; Sleep moves it and remembers how long.
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(TimePoint start = TimePoint(std::chrono::seconds(1800000000))) : now_(start) {}
+  explicit FakeClock(TimePoint start = TimePoint(std::chrono::seconds(1800000000)))
+      : now_(start) {}
 
   TimePoint Now() const override { return now_; }
+  void Sleep(std::chrono::milliseconds duration) const override {
+    sleeps_.push_back(duration);
+    now_ += duration;
+  }
+
   void Set(TimePoint now) { now_ = now; }
   void Advance(std::chrono::seconds by) { now_ += by; }
+  const std::vector<std::chrono::milliseconds>& sleeps() const { return sleeps_; }
 
  private:
-  TimePoint now_;
+  mutable TimePoint now_;
+  mutable std::vector<std::chrono::milliseconds> sleeps_;
 };
 
 }  // namespace certctl::testing

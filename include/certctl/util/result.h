@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,9 +38,17 @@ class Error {
   // Same code, message prefixed with "context: ".
   Error Wrap(std::string_view context) const;
 
+  // How long the server asked us to wait before retrying (HTTP Retry-After), if it did.
+  const std::optional<std::chrono::seconds>& retry_after() const { return retry_after_; }
+  Error& set_retry_after(std::chrono::seconds delay) {
+    retry_after_ = delay;
+    return *this;
+  }
+
  private:
   ErrorCode code_;
   std::string message_;
+  std::optional<std::chrono::seconds> retry_after_;
 };
 
 template <typename T>

@@ -1,0 +1,115 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "certctl/kube/config.h"
+#include "certctl/kube/transport.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/result.h"
+
+namespace certctl::kube {
+
+using Json = nlohmann::json;
+
+// A resource type as the REST paths name it.
+struct ResourceType {
+  std::string_view group;     // "" for core
+  std::string_view version;   // "v1"
+  std::string_view resource;  // plural: "secrets"
+  std::string_view kind;      // "Secret"
+  bool namespaced;
+};
+
+inline constexpr ResourceType kSecrets{"", "v1", "secrets", "Secret", true};
+inline constexpr ResourceType kEvents{"", "v1", "events", "Event", true};
+inline constexpr ResourceType kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
+inline constexpr ResourceType kValidatingWebhookConfigurations{
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration", false};
+inline constexpr ResourceType kMutatingWebhookConfigurations{
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration", false};
+inline constexpr ResourceType kCustomResourceDefinitions{
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false};
+inline constexpr ResourceType kApiServices{"apiregistration.k8s.io", "v1", "apiservices",
+                                           "APIService", false};
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int page_size = 500;  // limit per request; List follows continue tokens to the end
+};
+
+struct WatchOptions {
+  std::string resource_version;  // start after this; empty: from now (the server picks)
+  std::string label_selector;
+  std::string field_selector;
+  bool allow_bookmarks = true;
+  std::chrono::seconds server_timeout{300};  // timeoutSeconds sent to the server
+};
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark, kError };
+
+struct WatchEvent {
+  WatchEventType type;
+  Json object;  // the object; for kError the metav1.Status
+};
+
+enum class PatchType { kMerge, kJsonPatch, kStrategicMerge };
+
+// The narrow interface the rest of certctl sees. `ns` is ignored for cluster-scoped types.
+// Failures carry the code the caller acts on (kConflict: re-read and re-apply;
+// kUnavailable: back off, honouring retry_after(); kExpired: re-list; kNotFound;
+// kAlreadyExists; kPermissionDenied; kUnauthenticated; kInvalidArgument) and the API's
+// own message.
+class Client {
+ public:
+  virtual ~Client() = default;
+
+  // Absent is a value, not an error.
+  virtual Result<std::optional<Json>> Get(const ResourceType& type, std::string_view ns,
+                                          std::string_view name) = 0;
+  // The whole list: {"items": [...], "metadata": {"resourceVersion": "..."}}.
+  virtual Result<Json> List(const ResourceType& type, std::string_view ns,
+                            const ListOptions& options) = 0;
+  virtual Result<Json> Create(const ResourceType& type, std::string_view ns, const Json& object) = 0;
+  // Replaces the object; metadata.resourceVersion in `object` makes it conditional.
+  virtual Result<Json> Update(const ResourceType& type, std::string_view ns, const Json& object) = 0;
+  virtual Result<Json> Patch(const ResourceType& type, std::string_view ns, std::string_view name,
+                             PatchType patch_type, const Json& patch) = 0;
+  virtual Status Delete(const ResourceType& type, std::string_view ns, std::string_view name) = 0;
+
+  // Delivers events until `on_event` returns false, the server closes the stream (Ok), or
+  // `cancelled` turns true (Ok). An ERROR event with code 410 ends the watch as kExpired;
+  // other ERROR events as their mapped code.
+  virtual Status Watch(const ResourceType& type, std::string_view ns, const WatchOptions& options,
+                       const std::function<bool(const WatchEvent&)>& on_event,
+                       const std::function<bool()>& cancelled) = 0;
+};
+
+struct ClientOptions {
+  double qps = 5.0;  // client-side token bucket, client-go's defaults
+  int burst = 10;
+  std::chrono::milliseconds request_timeout{30000};  // every non-watch request
+  int max_retries = 10;  // 429/5xx answers that carry Retry-After, like client-go
+  std::string user_agent;  // default "certctl/<version>"
+};
+
+// The client over HTTP. Sends JSON only (never protobuf), a bearer token re-read from
+// token_file at most once a minute (and at once after a 401), and never logs credentials.
+Result<std::unique_ptr<Client>> MakeRestClient(const ClusterConfig& config,
+                                               std::unique_ptr<HttpTransport> transport,
+                                               const ClientOptions& options, const Clock& clock);
+
+// Maps an HTTP error response (metav1.Status JSON or the text/plain 429 form) to an Error
+// whose code tells the caller what to do and whose message is the server's.
+Error ErrorFromResponse(const HttpResponse& response, std::string_view what);
+
+}  // namespace certctl::kube
