@@ -16,6 +16,10 @@ $quick || presets+=(asan)
 for preset in "${presets[@]}"; do
   echo "== build ($preset)"
   scripts/build.sh "$preset"
+  if [[ $preset == ci ]]; then
+    echo "== lint (clang-format, clang-tidy)"
+    scripts/lint.sh
+  fi
   echo "== unit tests ($preset)"
   ctest --preset "$preset"
 done

@@ -10,8 +10,7 @@ namespace certctl::testing {
 // A clock that stands still until a test moves it; Sleep moves it and remembers how long.
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(TimePoint start = TimePoint(std::chrono::seconds(1800000000)))
-      : now_(start) {}
+  explicit FakeClock(TimePoint start = TimePoint(std::chrono::seconds(1800000000))) : now_(start) {}
 
   TimePoint Now() const override { return now_; }
   void Sleep(std::chrono::milliseconds duration) const override {

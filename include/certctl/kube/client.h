@@ -33,9 +33,9 @@ inline constexpr ResourceType kLeases{"coordination.k8s.io", "v1", "leases", "Le
 inline constexpr ResourceType kValidatingWebhookConfigurations{
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
     "ValidatingWebhookConfiguration", false};
-inline constexpr ResourceType kMutatingWebhookConfigurations{
-    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-    "MutatingWebhookConfiguration", false};
+inline constexpr ResourceType kMutatingWebhookConfigurations{"admissionregistration.k8s.io", "v1",
+                                                             "mutatingwebhookconfigurations",
+                                                             "MutatingWebhookConfiguration", false};
 inline constexpr ResourceType kCustomResourceDefinitions{
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", false};
 inline constexpr ResourceType kApiServices{"apiregistration.k8s.io", "v1", "apiservices",
@@ -79,9 +79,11 @@ class Client {
   // The whole list: {"items": [...], "metadata": {"resourceVersion": "..."}}.
   virtual Result<Json> List(const ResourceType& type, std::string_view ns,
                             const ListOptions& options) = 0;
-  virtual Result<Json> Create(const ResourceType& type, std::string_view ns, const Json& object) = 0;
+  virtual Result<Json> Create(const ResourceType& type, std::string_view ns,
+                              const Json& object) = 0;
   // Replaces the object; metadata.resourceVersion in `object` makes it conditional.
-  virtual Result<Json> Update(const ResourceType& type, std::string_view ns, const Json& object) = 0;
+  virtual Result<Json> Update(const ResourceType& type, std::string_view ns,
+                              const Json& object) = 0;
   virtual Result<Json> Patch(const ResourceType& type, std::string_view ns, std::string_view name,
                              PatchType patch_type, const Json& patch) = 0;
   virtual Status Delete(const ResourceType& type, std::string_view ns, std::string_view name) = 0;
@@ -98,7 +100,7 @@ struct ClientOptions {
   double qps = 5.0;  // client-side token bucket, client-go's defaults
   int burst = 10;
   std::chrono::milliseconds request_timeout{30000};  // every non-watch request
-  int max_retries = 10;  // 429/5xx answers that carry Retry-After, like client-go
+  int max_retries = 10;    // 429/5xx answers that carry Retry-After, like client-go
   std::string user_agent;  // default "certctl/<version>"
 };
 

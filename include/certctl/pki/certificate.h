@@ -15,10 +15,10 @@
 namespace certctl::pki {
 
 struct CertificateInfo {
-  std::string subject;              // one-line RFC 2253 form: "CN=svc.ns.svc,O=acme"
-  std::string issuer;               // same form
-  std::string common_name;          // first CN of the subject, empty when none
-  std::string serial_hex;           // lower-case hex, no separators, no leading zeros
+  std::string subject;      // one-line RFC 2253 form: "CN=svc.ns.svc,O=acme"
+  std::string issuer;       // same form
+  std::string common_name;  // first CN of the subject, empty when none
+  std::string serial_hex;   // lower-case hex, no separators, no leading zeros
   TimePoint not_before;
   TimePoint not_after;
   std::vector<std::string> dns_names;

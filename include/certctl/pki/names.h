@@ -12,7 +12,7 @@ inline constexpr char kDefaultClusterDomain[] = "cluster.local";
 
 // Who the server certificate is for.
 struct ServiceIdentity {
-  std::string service;     // may be empty when extra_dns_names is not
+  std::string service;  // may be empty when extra_dns_names is not
   std::string namespace_name;
   std::string cluster_domain = kDefaultClusterDomain;
   std::vector<std::string> extra_dns_names;  // --dns-name

@@ -43,7 +43,7 @@ struct PartFinding {
 };
 
 struct ValidationReport {
-  std::vector<CertificateInfo> ca;     // every certificate of ca.crt that parsed, in order
+  std::vector<CertificateInfo> ca;  // every certificate of ca.crt that parsed, in order
   std::optional<CertificateInfo> leaf;
   // Index into `ca` of the certificate that issued the leaf, when one did.
   std::optional<std::size_t> issuer_index;
@@ -67,7 +67,6 @@ struct ValidationReport {
 //  - CA entries carry CA:TRUE (and keyCertSign when keyUsage is present);
 //  - no SHA-1/MD5 signature, keys of at least RSA-2048 or ECDSA P-256 (Ed25519 accepted).
 // Messages name the subject and the time or name at fault.
-ValidationReport Validate(const PairSource& source, const ValidationPolicy& policy,
-                          TimePoint now);
+ValidationReport Validate(const PairSource& source, const ValidationPolicy& policy, TimePoint now);
 
 }  // namespace certctl::pki
