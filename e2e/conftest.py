@@ -1,0 +1,55 @@
+"""pytest plugin for the end-to-end suite: emulator fixtures and a per-test time limit.
+
+pytest-timeout is not a dependency, so each test (setup, call and teardown together)
+runs under SIGALRM; E2E_TEST_TIMEOUT (seconds, default 60) changes the limit.
+"""
+
+import os
+import signal
+
+import pytest
+
+from harness import Cluster
+
+TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "60"))
+
+
+class TestTimeout(Exception):
+    pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    def expire(signum, frame):
+        raise TestTimeout(f"{item.nodeid} exceeded {TEST_TIMEOUT:g}s (E2E_TEST_TIMEOUT)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture
+def cluster():
+    """A fresh emulator for one test."""
+    with Cluster() as c:
+        yield c
+
+
+@pytest.fixture
+def fast_bookmarks_cluster():
+    """An emulator that sends watch bookmarks every 0.2 s instead of every minute."""
+    with Cluster(bookmark_interval=0.2) as c:
+        yield c
+
+
+@pytest.fixture
+def certctl_binary():
+    """Path of the certctl binary under test (e2e/run.sh exports CERTCTL_BINARY)."""
+    path = os.environ.get("CERTCTL_BINARY", "build/ci/certctl")
+    if not os.path.isfile(path):
+        pytest.fail(f"certctl binary not built: {path} (build it, or pass its path to e2e/run.sh)")
+    return os.path.abspath(path)

@@ -1,0 +1,130 @@
+"""The resource table: every (group, version, resource) the emulator serves.
+
+One Resource per REST endpoint. It carries what discovery advertises and the storage
+strategy flags that differ between kinds in the real registry (create-on-update,
+unconditional update, generation, status subresource).
+"""
+
+ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+
+
+class GroupResource:
+    """schema.GroupResource; str() renders 'secrets' or 'leases.coordination.k8s.io'."""
+
+    def __init__(self, group, resource):
+        self.group = group
+        self.resource = resource
+
+    def __str__(self):
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+
+class Resource:
+    def __init__(self, group, version, resource, kind, namespaced, *, short_names=(),
+                 categories=(), verbs=ALL_VERBS, status=False, create_on_update=False,
+                 unconditional_update=True, generation=None, storage=None):
+        self.group = group
+        self.version = version
+        self.resource = resource
+        self.kind = kind
+        self.namespaced = namespaced
+        self.short_names = list(short_names)
+        self.categories = list(categories)
+        self.verbs = list(verbs)
+        # A /status subresource exists; main-resource writes then ignore .status.
+        self.status = status
+        # The registry strategy's AllowCreateOnUpdate / AllowUnconditionalUpdate.
+        self.create_on_update = create_on_update
+        self.unconditional_update = unconditional_update
+        # Top-level field whose change bumps metadata.generation (None: no generation).
+        self.generation = generation
+        # Resources sharing storage with another version (events.k8s.io/v1 events) name it.
+        self.storage = storage or (group, resource)
+
+    @property
+    def group_version(self):
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def gr(self):
+        return GroupResource(self.group, self.resource)
+
+    @property
+    def qualified_kind(self):
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
+    @property
+    def singular(self):
+        return self.kind.lower()
+
+    @property
+    def list_kind(self):
+        return self.kind + "List"
+
+
+_ADM = "admissionregistration.k8s.io"
+_RBAC = "rbac.authorization.k8s.io"
+
+RESOURCES = [
+    Resource("", "v1", "namespaces", "Namespace", False, short_names=["ns"], status=True,
+             verbs=[v for v in ALL_VERBS if v != "deletecollection"]),
+    Resource("", "v1", "secrets", "Secret", True),
+    Resource("", "v1", "configmaps", "ConfigMap", True, short_names=["cm"]),
+    Resource("", "v1", "services", "Service", True, short_names=["svc"], categories=["all"],
+             status=True, create_on_update=True),
+    Resource("", "v1", "serviceaccounts", "ServiceAccount", True, short_names=["sa"]),
+    Resource("", "v1", "events", "Event", True, short_names=["ev"], create_on_update=True),
+    Resource("", "v1", "pods", "Pod", True, short_names=["po"], categories=["all"], status=True),
+    Resource("events.k8s.io", "v1", "events", "Event", True, short_names=["ev"],
+             create_on_update=True, storage=("", "events")),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True, create_on_update=True,
+             unconditional_update=False),
+    Resource(_ADM, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
+             False, categories=["api-extensions"], unconditional_update=False,
+             generation="webhooks"),
+    Resource(_ADM, "v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+             False, categories=["api-extensions"], unconditional_update=False,
+             generation="webhooks"),
+    Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+             "CustomResourceDefinition", False, short_names=["crd", "crds"],
+             categories=["api-extensions"], status=True, unconditional_update=False,
+             generation="spec"),
+    Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
+             categories=["api-extensions"], status=True, unconditional_update=False),
+    Resource("apps", "v1", "deployments", "Deployment", True, short_names=["deploy"],
+             categories=["all"], status=True, generation="spec"),
+    Resource("batch", "v1", "jobs", "Job", True, categories=["all"], status=True,
+             generation="spec"),
+    Resource(_RBAC, "v1", "roles", "Role", True, create_on_update=True),
+    Resource(_RBAC, "v1", "rolebindings", "RoleBinding", True, create_on_update=True),
+    Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False, create_on_update=True),
+    Resource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+             create_on_update=True),
+    # Virtual: create-only, never stored; answers `kubectl auth can-i`.
+    Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews",
+             "SelfSubjectAccessReview", False, verbs=["create"]),
+]
+
+_BY_PATH = {(r.group, r.version, r.resource): r for r in RESOURCES}
+
+
+def lookup(group, version, resource):
+    return _BY_PATH.get((group, version, resource))
+
+
+def group_versions():
+    """[(group, version)] in discovery order, the core group excluded."""
+    seen = []
+    for r in RESOURCES:
+        if r.group and (r.group, r.version) not in seen:
+            seen.append((r.group, r.version))
+    return seen
+
+
+def in_group_version(group, version):
+    return [r for r in RESOURCES if r.group == group and r.version == version]
+
+
+def storage_resource(storage):
+    """The Resource that defines a storage key's canonical (stored) form."""
+    return _BY_PATH[(storage[0], "v1", storage[1])]
