@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "certctl/util/clock.h"
+#include "certctl/util/environment.h"
 
 #include "cli/check.h"
 #include "cli/exit_codes.h"
@@ -79,11 +80,12 @@ int Main(int argc, char** argv) {
   }
 
   const SystemClock clock;
+  const SystemEnvironment env;
   if (generate_command->parsed()) {
     return RunGenerate(generate, clock);
   }
   if (check_command->parsed()) {
-    return RunCheck(check, clock);
+    return RunCheck(check, env, clock);
   }
   if (wait_command->parsed()) {
     return RunWait(wait, clock);

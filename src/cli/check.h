@@ -5,9 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "certctl/controller/check.h"
 #include "certctl/pki/validate.h"
 #include "certctl/util/clock.h"
-
+#include "certctl/util/environment.h"
+#include "cli/cluster.h"
 #include "cli/flags.h"
 
 namespace certctl::cli {
@@ -15,16 +17,21 @@ namespace certctl::cli {
 struct CheckOptions {
   IdentityFlags identity;
   std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  // Files, or else the Secret.
   std::string cert_dir;
   std::string cert_file;
   std::string key_file;
   std::string ca_file;
+  std::string secret_name = kDefaultSecretName;
+  ConnectionFlags connection;
+  controller::TargetSelection targets;
   std::string output = "text";
 };
 
 CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options);
 
-// Exit 0 healthy, 1 findings, 2 could not run.
-int RunCheck(const CheckOptions& options, const Clock& clock);
+// Exit 0 healthy, 1 findings, 2 could not run (bad flags, unreadable file, API unreachable,
+// unauthorized or forbidden).
+int RunCheck(const CheckOptions& options, const Environment& env, const Clock& clock);
 
 }  // namespace certctl::cli

@@ -1,6 +1,7 @@
 #include "cli/check_report.h"
 
 #include "certctl/util/duration.h"
+#include "certctl/util/finding.h"
 
 namespace certctl::cli {
 namespace {
@@ -23,19 +24,13 @@ nlohmann::ordered_json CertificateToJson(const pki::CertificateInfo& info) {
 
 }  // namespace
 
-std::vector<Finding> CheckReport::AllFindings() const {
-  std::vector<Finding> findings = validation.AllFindings();
-  findings.insert(findings.end(), other_findings.begin(), other_findings.end());
-  return findings;
-}
-
-nlohmann::ordered_json CheckReportToJson(const CheckReport& report) {
+nlohmann::ordered_json CheckReportToJson(const controller::CheckReport& report) {
   nlohmann::ordered_json ca = nlohmann::ordered_json::array();
   for (const pki::CertificateInfo& info : report.validation.ca) {
     ca.push_back(CertificateToJson(info));
   }
   nlohmann::ordered_json targets = nlohmann::ordered_json::array();
-  for (const TargetStatus& target : report.targets) {
+  for (const controller::TargetStatus& target : report.targets) {
     targets.push_back({{"kind", target.kind},
                        {"name", target.name},
                        {"webhook", target.webhook},
@@ -59,7 +54,7 @@ nlohmann::ordered_json CheckReportToJson(const CheckReport& report) {
   };
 }
 
-std::string CheckReportToText(const CheckReport& report) {
+std::string CheckReportToText(const controller::CheckReport& report) {
   const std::vector<Finding> findings = report.AllFindings();
   std::string out;
   if (findings.empty()) {

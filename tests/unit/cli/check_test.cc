@@ -113,8 +113,12 @@ TEST_F(CheckCommand, CouldNotRunExitsTwo) {
       {"check", "--cert-dir", dir_.path(), "-o", "xml"},
       {"check", "--cert-dir", dir_.path(), "--renew-before", "soon"},
   };
+  // No cluster configuration anywhere: checking the default Secret cannot run either.
+  ProcessOptions no_cluster;
+  no_cluster.extra_env = {{"KUBECONFIG", (dir_ / "no-kubeconfig").string()},
+                          {"KUBERNETES_SERVICE_HOST", ""}};
   for (const auto& args : cases) {
-    const auto result = RunCertctl(args);
+    const auto result = RunCertctl(args, no_cluster);
     EXPECT_EQ(result.exit_code, 2) << args.back() << ": " << result.err;
     EXPECT_EQ(CountLines(result.err), 1) << result.err;
     EXPECT_TRUE(result.out.empty()) << result.out;

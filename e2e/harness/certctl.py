@@ -1,0 +1,80 @@
+"""Helpers for end-to-end tests that drive the certctl binary against the emulator."""
+
+import base64
+import os
+import subprocess
+
+# Read-only verbs: what `certctl check` may send.
+READ_VERBS = {"get", "list", "watch"}
+
+
+def run_certctl(binary, *args, env=None, timeout=60, input=None):
+    """Run certctl with `args`; `env` is added to a scrubbed copy of this environment."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+                         "POD_NAMESPACE", "CERTCTL_SERVICEACCOUNT_DIR")}
+    base.update(env or {})
+    return subprocess.run([binary, *args], capture_output=True, text=True, env=base,
+                          timeout=timeout, input=input)
+
+
+def b64(data):
+    if isinstance(data, str):
+        data = data.encode()
+    return base64.b64encode(data).decode()
+
+
+def webhook_configuration(kind, name, webhooks, ca_bundle="", service="hook", namespace="infra",
+                          labels=None):
+    """A Validating/MutatingWebhookConfiguration with one entry per name in `webhooks`."""
+    entries = []
+    for i, webhook in enumerate(webhooks):
+        client_config = {"service": {"namespace": namespace, "name": service,
+                                     "path": f"/{i}", "port": 443}}
+        if ca_bundle:
+            client_config["caBundle"] = b64(ca_bundle)
+        entries.append({
+            "name": webhook, "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "clientConfig": client_config,
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["configmaps"]}]})
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": name, "labels": labels or {}}, "webhooks": entries}
+
+
+def crd(name, ca_bundle="", service="hook", namespace="infra"):
+    """A CRD with a Webhook conversion strategy; name is <plural>.<group>."""
+    plural, group = name.split(".", 1)
+    client_config = {"service": {"namespace": namespace, "name": service, "path": "/convert"}}
+    if ca_bundle:
+        client_config["caBundle"] = b64(ca_bundle)
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"plural": plural, "singular": plural[:-1],
+                               "kind": plural[:-1].capitalize()},
+                     "versions": [
+                         {"name": "v1", "served": True, "storage": True,
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                                                         "x-kubernetes-preserve-unknown-fields": True}}},
+                         {"name": "v2", "served": True, "storage": False,
+                          "schema": {"openAPIV3Schema": {"type": "object",
+                                                         "x-kubernetes-preserve-unknown-fields": True}}}],
+                     "conversion": {"strategy": "Webhook", "webhook": {
+                         "clientConfig": client_config, "conversionReviewVersions": ["v1"]}}}}
+
+
+def api_service(group, version="v1", ca_bundle="", service="hook", namespace="infra"):
+    spec = {"group": group, "version": version, "groupPriorityMinimum": 1000,
+            "versionPriority": 15, "service": {"namespace": namespace, "name": service,
+                                                "port": 443}}
+    if ca_bundle:
+        spec["caBundle"] = b64(ca_bundle)
+    return {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+            "metadata": {"name": f"{version}.{group}"}, "spec": spec}
+
+
+def read_only(log, user):
+    """True when every request `user` made was a read."""
+    verbs = {entry["verb"] for entry in log["requests"] if entry.get("user") == user}
+    return verbs <= READ_VERBS, verbs

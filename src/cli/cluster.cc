@@ -1,0 +1,62 @@
+#include "cli/cluster.h"
+
+#include "certctl/util/version.h"
+#include "cli/flags.h"
+
+namespace certctl::cli {
+
+void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
+  app.add_option("--kubeconfig", flags.kubeconfig,
+                 "Kubeconfig file (default: in-cluster service account, else $KUBECONFIG, else "
+                 "~/.kube/config)");
+  app.add_option("--context", flags.context, "Kubeconfig context (default: current-context)");
+  AddDurationFlag(app, "--request-timeout", flags.request_timeout,
+                  "Timeout of each API request (watches excepted)");
+}
+
+void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
+  app.add_option("--validating-webhook", selection.validating_webhooks,
+                 "ValidatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
+      ->type_name("NAME");
+  app.add_option("--mutating-webhook", selection.mutating_webhooks,
+                 "MutatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
+      ->type_name("NAME");
+  app.add_option("--crd", selection.crds,
+                 "CustomResourceDefinition whose conversion webhook gets the CA bundle (repeatable)")
+      ->type_name("NAME");
+  app.add_option("--apiservice", selection.api_services,
+                 "APIService that gets the CA bundle (repeatable)")
+      ->type_name("NAME");
+  app.add_option("--webhook-selector", selection.webhook_selector,
+                 "Label selector: every validating and mutating webhook configuration matching it")
+      ->type_name("SELECTOR");
+}
+
+Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
+                                 const Environment& env, const Clock& clock) {
+  kube::ConfigOptions options;
+  options.kubeconfig = flags.kubeconfig;
+  options.context = flags.context;
+  auto config = kube::LoadClusterConfig(options, env);
+  if (!config) {
+    return Fail(config.error());
+  }
+  auto transport = kube::MakeCurlTransport(config->tls);
+  if (!transport) {
+    return Fail(transport.error().Wrap("connect to " + config->server));
+  }
+  kube::ClientOptions client_options;
+  client_options.request_timeout = flags.request_timeout;
+  client_options.user_agent = "certctl/" + std::string(Version());
+  auto client = kube::MakeRestClient(*config, std::move(*transport), client_options, clock);
+  if (!client) {
+    return Fail(client.error());
+  }
+  Cluster cluster;
+  cluster.client = std::move(*client);
+  cluster.ns = kube::ResolveNamespace(namespace_flag, env, *config);
+  cluster.description = config->description;
+  return cluster;
+}
+
+}  // namespace certctl::cli

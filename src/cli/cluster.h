@@ -1,0 +1,41 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "certctl/controller/check.h"
+#include "certctl/kube/client.h"
+#include "certctl/kube/config.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/environment.h"
+#include "certctl/util/result.h"
+
+namespace certctl::cli {
+
+// --kubeconfig, --context, --request-timeout: the same in every command that talks to the
+// cluster.
+struct ConnectionFlags {
+  std::string kubeconfig;
+  std::string context;
+  std::chrono::seconds request_timeout{30};
+};
+void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags);
+
+// --validating-webhook, --mutating-webhook, --crd, --apiservice (repeatable), --webhook-selector.
+void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection);
+
+struct Cluster {
+  std::unique_ptr<kube::Client> client;
+  std::string ns;           // -n, $POD_NAMESPACE, the service account's or context's, "default"
+  std::string description;  // where the configuration came from, for messages
+};
+
+// Loads the configuration (in-cluster or kubeconfig) and builds the REST client. Fails with
+// a message naming the file or variable at fault.
+Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
+                                 const Environment& env, const Clock& clock);
+
+}  // namespace certctl::cli

@@ -1,0 +1,110 @@
+#include "certctl/controller/check.h"
+
+#include <set>
+
+#include "certctl/controller/secret.h"
+#include "certctl/controller/targets.h"
+#include "certctl/pki/certificate.h"
+
+namespace certctl::controller {
+namespace {
+
+// Fingerprints of the CAs every caBundle must hold: the one that issued the leaf, or every
+// CA of ca.crt when no issuer is known.
+std::set<std::string> RequiredFingerprints(const pki::ValidationReport& validation) {
+  std::set<std::string> required;
+  if (validation.issuer_index && *validation.issuer_index < validation.ca.size()) {
+    required.insert(validation.ca[*validation.issuer_index].sha256_fingerprint);
+    return required;
+  }
+  for (const pki::CertificateInfo& ca : validation.ca) {
+    required.insert(ca.sha256_fingerprint);
+  }
+  return required;
+}
+
+// Empty when `bundle` holds every required CA, else what is wrong with it.
+std::string BundleProblem(const std::string& bundle, const std::set<std::string>& required) {
+  if (bundle.empty()) {
+    return "caBundle is empty";
+  }
+  auto certificates = pki::ParseCertificateBundle(bundle);
+  if (!certificates) {
+    return "caBundle does not parse: " + certificates.error().message();
+  }
+  std::set<std::string> present;
+  for (const pki::Certificate& certificate : *certificates) {
+    present.insert(certificate.Info().sha256_fingerprint);
+  }
+  for (const std::string& fingerprint : required) {
+    if (present.count(fingerprint) == 0) {
+      return "caBundle does not contain the CA that issued the server certificate (it holds " +
+             std::to_string(certificates->size()) + " other certificate(s))";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<Finding> CheckReport::AllFindings() const {
+  std::vector<Finding> findings = other_findings;
+  const std::vector<Finding> validation_findings = validation.AllFindings();
+  findings.insert(findings.begin(), validation_findings.begin(), validation_findings.end());
+  return findings;
+}
+
+Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::string_view name,
+                                const pki::ValidationPolicy& policy, TimePoint now) {
+  CheckReport report;
+  const std::string secret_object = SecretObjectName(ns, name);
+  report.source = "secret " + std::string(ns) + "/" + std::string(name);
+  auto secret = client.Get(kube::kSecrets, ns, name);
+  if (!secret) {
+    return Fail(secret.error().Wrap("get " + secret_object));
+  }
+  if (!secret->has_value()) {
+    report.other_findings.push_back({FindingCode::kMissing, secret_object, "does not exist"});
+    return report;
+  }
+  SecretPair pair = ReadSecretPair(**secret);
+  report.other_findings = std::move(pair.findings);
+  report.validation = pki::Validate(pair.source, policy, now);
+  return report;
+}
+
+Status CheckTargets(kube::Client& client, const TargetSelection& selection, CheckReport& report) {
+  auto targets = ResolveTargets(client, selection);
+  if (!targets) {
+    return Fail(targets.error());
+  }
+  // Without a readable CA there is nothing to compare against; the source's findings say why.
+  const bool have_ca = !report.validation.ca.empty();
+  const std::set<std::string> required = RequiredFingerprints(report.validation);
+  for (const TargetObject& target : targets->found) {
+    const std::string kind(inject::TargetKindName(target.kind));
+    const std::string name = target.object.value("/metadata/name"_json_pointer, std::string());
+    const std::string object = TargetObjectName(target.kind, name);
+    auto slots = inject::ReadBundleSlots(target.kind, target.object);
+    if (!slots) {
+      report.other_findings.push_back(
+          {FindingCode::kCaBundleMismatch, object, slots.error().message()});
+      report.targets.push_back({kind, name, "", false});
+      continue;
+    }
+    for (const inject::BundleSlot& slot : *slots) {
+      const std::string problem = have_ca ? BundleProblem(slot.bundle, required) : "";
+      if (!problem.empty()) {
+        report.other_findings.push_back(
+            {FindingCode::kCaBundleMismatch,
+             slot.webhook.empty() ? object : object + " webhook " + slot.webhook, problem});
+      }
+      report.targets.push_back({kind, name, slot.webhook, have_ca && problem.empty()});
+    }
+  }
+  report.other_findings.insert(report.other_findings.end(), targets->missing.begin(),
+                               targets->missing.end());
+  return {};
+}
+
+}  // namespace certctl::controller
