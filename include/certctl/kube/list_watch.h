@@ -1,0 +1,42 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "certctl/kube/client.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/result.h"
+
+namespace certctl::kube {
+
+struct ListWatchOptions {
+  ListOptions list;                          // selectors apply to the watch as well
+  std::chrono::seconds server_timeout{300};  // each watch request
+  std::chrono::milliseconds initial_backoff{500};
+  std::chrono::milliseconds max_backoff{30000};
+};
+
+struct ListWatchHandlers {
+  // The complete state after every (re)list; it replaces whatever the caller knew.
+  std::function<void(const std::vector<Json>& items, const std::string& resource_version)> on_list;
+  // ADDED, MODIFIED and DELETED events (bookmarks only move the resume point).
+  std::function<void(const WatchEvent& event)> on_event;
+  // A watch ended and is resumed from `resource_version` (empty: a re-list follows).
+  std::function<void(const std::string& resource_version)> on_resume;
+  // A request failed and will be retried after `delay`.
+  std::function<void(const Error& error, std::chrono::milliseconds delay)> on_retry;
+};
+
+// Lists, then watches from the list's resourceVersion; after a dropped or timed-out stream it
+// resumes from the last resourceVersion seen (bookmarks included), and after 410 Gone it
+// lists again. Transient failures (kUnavailable, kDeadlineExceeded) are retried with capped
+// exponential backoff and jitter, honouring Retry-After. Returns Ok once `cancelled` is true,
+// or the first error that a retry cannot fix (forbidden, unauthenticated, invalid).
+Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
+                 const ListWatchOptions& options, const ListWatchHandlers& handlers,
+                 const std::function<bool()>& cancelled, const Clock& clock);
+
+}  // namespace certctl::kube

@@ -1,0 +1,128 @@
+#include "certctl/kube/list_watch.h"
+
+#include <algorithm>
+#include <random>
+
+namespace certctl::kube {
+namespace {
+
+bool Retryable(const Error& error) {
+  return error.code() == ErrorCode::kUnavailable || error.code() == ErrorCode::kDeadlineExceeded;
+}
+
+// Exponential backoff with up to 50% jitter, so many replicas do not retry in lockstep.
+class Backoff {
+ public:
+  explicit Backoff(const ListWatchOptions& options)
+      : initial_(options.initial_backoff), max_(options.max_backoff), next_(initial_) {}
+
+  std::chrono::milliseconds Next(const Error& error) {
+    std::chrono::milliseconds delay = next_;
+    next_ = std::min(max_, next_ * 2);
+    std::uniform_int_distribution<long> jitter(0, delay.count() / 2);
+    delay += std::chrono::milliseconds(jitter(random_));
+    if (error.retry_after()) {
+      delay = std::max<std::chrono::milliseconds>(delay, *error.retry_after());
+    }
+    return delay;
+  }
+  void Reset() { next_ = initial_; }
+
+ private:
+  std::chrono::milliseconds initial_;
+  std::chrono::milliseconds max_;
+  std::chrono::milliseconds next_;
+  std::minstd_rand random_{std::random_device{}()};
+};
+
+// Sleeps in short slices so cancellation is noticed within a tenth of a second.
+void SleepUnlessCancelled(std::chrono::milliseconds delay, const std::function<bool()>& cancelled,
+                          const Clock& clock) {
+  constexpr std::chrono::milliseconds kSlice{100};
+  while (delay.count() > 0 && !cancelled()) {
+    const auto step = std::min(delay, kSlice);
+    clock.Sleep(step);
+    delay -= step;
+  }
+}
+
+std::string ResourceVersionOf(const Json& object) {
+  return object.value("/metadata/resourceVersion"_json_pointer, std::string());
+}
+
+}  // namespace
+
+Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
+                 const ListWatchOptions& options, const ListWatchHandlers& handlers,
+                 const std::function<bool()>& cancelled, const Clock& clock) {
+  Backoff backoff(options);
+  std::string resource_version;  // empty: (re)list first
+  while (!cancelled()) {
+    if (resource_version.empty()) {
+      auto list = client.List(type, ns, options.list);
+      if (!list) {
+        if (!Retryable(list.error())) {
+          return Fail(list.error());
+        }
+        const auto delay = backoff.Next(list.error());
+        if (handlers.on_retry) handlers.on_retry(list.error(), delay);
+        SleepUnlessCancelled(delay, cancelled, clock);
+        continue;
+      }
+      resource_version = ResourceVersionOf(*list);
+      std::vector<Json> items = (*list)["items"].get<std::vector<Json>>();
+      if (handlers.on_list) handlers.on_list(items, resource_version);
+    }
+
+    WatchOptions watch;
+    watch.resource_version = resource_version;
+    watch.label_selector = options.list.label_selector;
+    watch.field_selector = options.list.field_selector;
+    watch.server_timeout = options.server_timeout;
+    bool progressed = false;
+    const Status watched = client.Watch(
+        type, ns, watch,
+        [&](const WatchEvent& event) {
+          progressed = true;
+          const std::string version = ResourceVersionOf(event.object);
+          if (!version.empty()) {
+            resource_version = version;
+          }
+          if (event.type != WatchEventType::kBookmark && handlers.on_event) {
+            handlers.on_event(event);
+          }
+          return !cancelled();
+        },
+        cancelled);
+    if (cancelled()) {
+      break;
+    }
+    if (progressed) {
+      backoff.Reset();
+    }
+    if (watched) {
+      // The server ended the stream (timeout, restart, dropped connection): resume, after a
+      // pause if it ended at once, so a peer that keeps closing cannot make us spin.
+      if (handlers.on_resume) handlers.on_resume(resource_version);
+      if (!progressed) {
+        SleepUnlessCancelled(backoff.Next(Error(ErrorCode::kUnavailable, "empty watch")), cancelled,
+                             clock);
+      }
+      continue;
+    }
+    if (watched.error().code() == ErrorCode::kExpired) {
+      resource_version.clear();
+      if (handlers.on_resume) handlers.on_resume(resource_version);
+      continue;
+    }
+    if (!Retryable(watched.error())) {
+      return watched;
+    }
+    const auto delay = backoff.Next(watched.error());
+    if (handlers.on_retry) handlers.on_retry(watched.error(), delay);
+    SleepUnlessCancelled(delay, cancelled, clock);
+  }
+  return {};
+}
+
+}  // namespace certctl::kube
