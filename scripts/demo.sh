@@ -1,32 +1,79 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: build certctl, generate a CA and server pair for a
-# sample webhook Service, check it, and prove it with a real TLS handshake that trusts only
-# the generated CA and verifies the name the API server would use.
+# The main job on an embedded default, end to end:
+#  1. build certctl; generate a CA and server pair offline and check it;
+#  2. start the Kubernetes API emulator, create a namespace, the webhook's Service and a
+#     ValidatingWebhookConfiguration with kubectl, and store a generated pair in the Secret
+#     (`certctl generate -o secret | kubectl apply -f -`);
+#  3. `certctl check` the Secret and the webhook configuration (its caBundle is still empty);
+#  4. prove the Secret's pair with a real TLS handshake: openssl s_server serves tls.crt and
+#     tls.key read back from the Secret; openssl s_client trusts only its ca.crt and verifies
+#     the name the API server uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/tls_proof.sh
+source scripts/lib/emulator.sh
 
 service=${DEMO_SERVICE:-demo-webhook}
 namespace=${DEMO_NAMESPACE:-demo}
+secret=webhook-server-cert
 host="$service.$namespace.svc"
 
 scripts/setup.sh
 echo "== building certctl"
 scripts/build.sh ci >/dev/null
-certctl=build/ci/certctl
+certctl=$PWD/build/ci/certctl
 "$certctl" version
 
 workdir=$(mktemp -d)
-trap 'rm -rf "$workdir"' EXIT
+trap 'stop_emulator; rm -rf "$workdir"' EXIT
 
-echo "== certctl generate --service $service -n $namespace --out-dir $workdir"
-"$certctl" generate --service "$service" -n "$namespace" --out-dir "$workdir"
-ls -l "$workdir"
+echo "== 1. offline: certctl generate --service $service -n $namespace --out-dir $workdir/pair"
+"$certctl" generate --service "$service" -n "$namespace" --out-dir "$workdir/pair"
+"$certctl" check --cert-dir "$workdir/pair" --service "$service" -n "$namespace"
 
-echo "== certctl check --cert-dir $workdir --service $service -n $namespace"
-"$certctl" check --cert-dir "$workdir" --service "$service" -n "$namespace"
+echo "== 2. cluster: the Kubernetes API emulator, a namespace, a Service and a webhook configuration"
+start_emulator "$workdir/emulator"
+kubectl create namespace "$namespace"
+kubectl apply -f - <<YAML
+apiVersion: v1
+kind: Service
+metadata: {name: $service, namespace: $namespace}
+spec:
+  ports: [{port: 443, targetPort: 9443}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: $service}
+webhooks:
+- name: validate.$service.example.com
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Fail
+  clientConfig:
+    service: {namespace: $namespace, name: $service, path: /validate}
+  rules:
+  - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
+YAML
+echo "== certctl generate -o secret | kubectl apply -f -"
+"$certctl" generate --service "$service" -n "$namespace" --secret "$secret" -o secret \
+  --log-level warn | kubectl apply -f -
+kubectl get secret "$secret" -n "$namespace" -o jsonpath='{.type}{"  "}{.metadata.labels}{"\n"}'
 
-echo "== TLS handshake: s_server with tls.crt/tls.key, s_client trusting only ca.crt, verifying $host"
+echo "== 3. certctl check --secret $secret -n $namespace --validating-webhook $service"
+rc=0
+"$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
+  --validating-webhook "$service" || rc=$?
+if [[ $rc -ne 1 ]]; then
+  echo "demo: expected check to report the empty caBundle (exit 1), got exit $rc" >&2
+  exit 1
+fi
+echo "(exit 1 as expected: the Secret is valid, the caBundle is not injected yet)"
+
+echo "== 4. TLS handshake with the Secret's pair, trusting only its ca.crt, verifying $host"
+for key in tls.crt tls.key ca.crt; do
+  kubectl get secret "$secret" -n "$namespace" -o "jsonpath={.data.${key//./\\.}}" |
+    base64 -d >"$workdir/$key"
+done
 tls_proof "$workdir/tls.crt" "$workdir/tls.key" "$workdir/ca.crt" "$host"
 
 echo "== demo passed: $host is served with a certificate the API server would trust"
