@@ -20,7 +20,16 @@ for package in "${packages[@]}"; do
   fi
 done
 
+# kubectl is not a Debian package: it comes with the machine image.
+check_kubectl() {
+  if ! command -v kubectl >/dev/null; then
+    echo "setup: kubectl (1.32) is not installed; the demo and the end-to-end tests need it" >&2
+    exit 1
+  fi
+}
+
 if ((${#missing[@]} == 0)); then
+  check_kubectl
   exit 0
 fi
 
@@ -34,3 +43,4 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: done" >&2
+check_kubectl
