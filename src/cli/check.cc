@@ -30,9 +30,9 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
   CLI::Option* cert = command->add_option("--cert", options.cert_file, "Server certificate file");
   CLI::Option* key = command->add_option("--key", options.key_file, "Server private key file");
   CLI::Option* ca = command->add_option("--ca", options.ca_file, "CA bundle file");
-  CLI::Option* secret = command->add_option(
-      "--secret", options.secret_name,
-      "Check this Secret (the default source when no files are given)");
+  CLI::Option* secret =
+      command->add_option("--secret", options.secret_name,
+                          "Check this Secret (the default source when no files are given)");
   secret->capture_default_str();
   cert->needs(key)->needs(ca);
   key->needs(cert);
@@ -51,8 +51,8 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
   const bool from_files = !options.cert_dir.empty() || !options.cert_file.empty();
   std::optional<Cluster> cluster;
   if (!from_files || !options.targets.empty()) {
-    auto connected = ConnectToCluster(options.connection, options.identity.namespace_name, env,
-                                      clock);
+    auto connected =
+        ConnectToCluster(options.connection, options.identity.namespace_name, env, clock);
     if (!connected) {
       return CouldNotRun(connected.error().message());
     }
@@ -89,9 +89,8 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
     }
     report.validation = pki::Validate(*source, policy, clock.Now());
   } else {
-    auto checked =
-        controller::CheckSecret(*cluster->client, cluster->ns, options.secret_name, policy,
-                                clock.Now());
+    auto checked = controller::CheckSecret(*cluster->client, cluster->ns, options.secret_name,
+                                           policy, clock.Now());
     if (!checked) {
       return CouldNotRun(checked.error().message());
     }

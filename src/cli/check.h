@@ -9,6 +9,7 @@
 #include "certctl/pki/validate.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/environment.h"
+
 #include "cli/cluster.h"
 #include "cli/flags.h"
 

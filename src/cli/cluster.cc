@@ -1,6 +1,7 @@
 #include "cli/cluster.h"
 
 #include "certctl/util/version.h"
+
 #include "cli/flags.h"
 
 namespace certctl::cli {
@@ -21,8 +22,9 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
   app.add_option("--mutating-webhook", selection.mutating_webhooks,
                  "MutatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
       ->type_name("NAME");
-  app.add_option("--crd", selection.crds,
-                 "CustomResourceDefinition whose conversion webhook gets the CA bundle (repeatable)")
+  app.add_option(
+         "--crd", selection.crds,
+         "CustomResourceDefinition whose conversion webhook gets the CA bundle (repeatable)")
       ->type_name("NAME");
   app.add_option("--apiservice", selection.api_services,
                  "APIService that gets the CA bundle (repeatable)")

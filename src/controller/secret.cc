@@ -3,19 +3,33 @@
 #include "certctl/util/base64.h"
 
 namespace certctl::controller {
+namespace {
+
+// object[key] when object is an object and the value a string, else `fallback`: fields of
+// the wrong JSON type must not throw out of the module.
+std::string StringField(const nlohmann::json& object, const char* key, std::string fallback) {
+  if (!object.is_object()) {
+    return fallback;
+  }
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+}  // namespace
 
 std::string SecretObjectName(std::string_view ns, std::string_view name) {
   return "secret/" + std::string(ns) + "/" + std::string(name);
 }
 
 SecretPair ReadSecretPair(const nlohmann::json& secret) {
-  const nlohmann::json& metadata = secret.contains("metadata") ? secret["metadata"] : secret;
-  const std::string object = SecretObjectName(metadata.value("namespace", ""),
-                                              metadata.value("name", ""));
+  const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json& metadata = secret.contains("metadata") ? secret["metadata"] : empty;
+  const std::string object =
+      SecretObjectName(StringField(metadata, "namespace", ""), StringField(metadata, "name", ""));
   SecretPair pair;
-  pair.type = secret.value("type", "Opaque");
-  if (metadata.contains("labels") && metadata["labels"].is_object()) {
-    pair.managed = metadata["labels"].value(kManagedByLabel, "") == kManagedByValue;
+  pair.type = StringField(secret, "type", "Opaque");
+  if (metadata.contains("labels")) {
+    pair.managed = StringField(metadata["labels"], kManagedByLabel, "") == kManagedByValue;
   }
   if (pair.type != kTlsSecretType) {
     pair.findings.push_back({FindingCode::kWrongType, object,
@@ -32,7 +46,6 @@ SecretPair ReadSecretPair(const nlohmann::json& secret) {
       {"tls.key", &pair.source.key_pem, &pair.source.key_label},
       {"ca.key", &pair.source.ca_key_pem, &pair.source.ca_key_label},
   };
-  const nlohmann::json empty = nlohmann::json::object();
   const nlohmann::json& data =
       secret.contains("data") && secret["data"].is_object() ? secret["data"] : empty;
   for (const Key& key : keys) {

@@ -66,8 +66,8 @@ Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelecti
     }
     return {};
   };
-  if (auto status = add_named(TargetKind::kValidatingWebhookConfiguration,
-                              selection.validating_webhooks);
+  if (auto status =
+          add_named(TargetKind::kValidatingWebhookConfiguration, selection.validating_webhooks);
       !status) {
     return Fail(status.error());
   }

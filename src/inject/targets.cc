@@ -55,8 +55,8 @@ Result<std::vector<BundleSlot>> WebhookSlots(TargetKind kind, const Json& object
       return Fail(ErrorCode::kInvalidArgument,
                   subject + ": webhooks[" + std::to_string(i) + "] has no clientConfig");
     }
-    auto bundle =
-        DecodeBundle(*client_config, subject + ": webhooks[" + std::to_string(i) + "].clientConfig");
+    auto bundle = DecodeBundle(*client_config,
+                               subject + ": webhooks[" + std::to_string(i) + "].clientConfig");
     if (!bundle) {
       return Fail(bundle.error());
     }
@@ -102,7 +102,8 @@ Result<std::vector<BundleSlot>> ReadBundleSlots(TargetKind kind, const Json& obj
         return Fail(ErrorCode::kInvalidArgument,
                     subject + " has no spec.conversion.webhook.clientConfig");
       }
-      auto bundle = DecodeBundle(*client_config, subject + ": spec.conversion.webhook.clientConfig");
+      auto bundle =
+          DecodeBundle(*client_config, subject + ": spec.conversion.webhook.clientConfig");
       if (!bundle) {
         return Fail(bundle.error());
       }
