@@ -10,6 +10,7 @@
 #include "cli/check.h"
 #include "cli/exit_codes.h"
 #include "cli/generate.h"
+#include "cli/job.h"
 #include "cli/logging.h"
 #include "cli/version.h"
 #include "cli/wait.h"
@@ -56,9 +57,11 @@ int Main(int argc, char** argv) {
   CheckOptions check;
   WaitOptions wait;
   VersionOptions version;
+  JobOptions job;
   CLI::App* generate_command = AddGenerateCommand(app, generate);
   CLI::App* check_command = AddCheckCommand(app, check);
   CLI::App* wait_command = AddWaitCommand(app, wait);
+  CLI::App* job_command = AddJobCommand(app, job);
   CLI::App* version_command = AddVersionCommand(app, version);
 
   try {
@@ -89,6 +92,9 @@ int Main(int argc, char** argv) {
   }
   if (wait_command->parsed()) {
     return RunWait(wait, clock);
+  }
+  if (job_command->parsed()) {
+    return RunJob(job, env, clock);
   }
   if (version_command->parsed()) {
     return RunVersion(version);

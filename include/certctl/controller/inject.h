@@ -1,0 +1,38 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "certctl/controller/check.h"
+#include "certctl/kube/client.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/result.h"
+
+namespace certctl::controller {
+
+struct InjectOptions {
+  // How long to wait for targets that do not exist yet (and for a selector to match).
+  std::chrono::seconds wait_for_targets{120};
+  std::chrono::milliseconds poll_interval{1000};
+};
+
+struct InjectOutcome {
+  int objects = 0;                   // target objects seen
+  int slots = 0;                     // caBundle fields in them
+  int patched_objects = 0;           // objects written
+  int patched_slots = 0;             // caBundle fields changed
+  std::vector<std::string> patched;  // "validatingwebhookconfiguration/x", ...
+};
+
+// Puts `bundle_pem` into every caBundle of every selected target, writing only objects whose
+// bundle differs (zero writes when all match). Writes are JSON patches that touch nothing but
+// caBundle fields and are pinned to the webhook entries they mean; when the object changed
+// underneath (the server rejects the patch, or it conflicts) it is re-read and the patch
+// recomputed. Targets that do not exist yet are waited for up to wait_for_targets; after
+// that, kNotFound naming every one still missing.
+Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& selection,
+                                   const std::string& bundle_pem, const InjectOptions& options,
+                                   const Clock& clock);
+
+}  // namespace certctl::controller

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "certctl/controller/check.h"
+#include "certctl/pki/validate.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/environment.h"
+
+#include "cli/cluster.h"
+#include "cli/flags.h"
+
+namespace certctl::cli {
+
+struct JobOptions {
+  std::string phase = "all";  // all, secret, inject
+  IdentityFlags identity;
+  IssuanceFlags issuance;
+  std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  std::string secret_name = kDefaultSecretName;
+  bool adopt = false;
+  ConnectionFlags connection;
+  controller::TargetSelection targets;
+  std::chrono::seconds wait_for_targets{120};
+};
+
+CLI::App* AddJobCommand(CLI::App& app, JobOptions& options);
+
+// The Helm hook: ensure the Secret (phase secret), inject its CA bundle (phase inject), or
+// both. Exit 0 on success, 1 with one line naming the object and the reason otherwise.
+int RunJob(const JobOptions& options, const Environment& env, const Clock& clock);
+
+}  // namespace certctl::cli

@@ -1,0 +1,108 @@
+#include "certctl/controller/inject.h"
+
+#include "certctl/controller/targets.h"
+#include "certctl/inject/patch.h"
+#include "certctl/util/duration.h"
+
+namespace certctl::controller {
+namespace {
+
+constexpr int kMaxAttempts = 5;
+
+std::string NameOf(const nlohmann::json& object) {
+  return object.value("/metadata/name"_json_pointer, std::string());
+}
+
+std::string Describe(const std::vector<Finding>& missing) {
+  std::string text;
+  for (const Finding& finding : missing) {
+    text += text.empty() ? "" : ", ";
+    text += finding.object;
+  }
+  return text;
+}
+
+// Patches one object until it holds the bundle everywhere. Returns the number of caBundle
+// fields changed (0 when it already held it).
+Result<int> InjectInto(kube::Client& client, TargetObject target, const std::string& bundle_pem) {
+  const kube::ResourceType& type = ResourceFor(target.kind);
+  const std::string object = TargetObjectName(target.kind, NameOf(target.object));
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto patch = inject::BundlePatch(target.kind, target.object, bundle_pem);
+    if (!patch) {
+      return Fail(patch.error());
+    }
+    if (!*patch) {
+      return 0;
+    }
+    int changed = 0;
+    for (const auto& operation : **patch) {
+      changed += operation["op"] == "add" ? 1 : 0;
+    }
+    auto patched =
+        client.Patch(type, "", NameOf(target.object), kube::PatchType::kJsonPatch, **patch);
+    if (patched) {
+      return changed;
+    }
+    // A failed `test` (the entries moved) is 422 Invalid; both it and a conflict mean the
+    // object changed underneath: read it again and recompute.
+    const ErrorCode code = patched.error().code();
+    if (code != ErrorCode::kInvalidArgument && code != ErrorCode::kConflict) {
+      return Fail(patched.error().Wrap("patch " + object));
+    }
+    auto fresh = client.Get(type, "", NameOf(target.object));
+    if (!fresh) {
+      return Fail(fresh.error().Wrap("get " + object));
+    }
+    if (!fresh->has_value()) {
+      return Fail(ErrorCode::kNotFound, object + " was deleted while its caBundle was written");
+    }
+    target.object = std::move(**fresh);
+  }
+  return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
+                                        std::to_string(kMaxAttempts) + " attempts");
+}
+
+}  // namespace
+
+Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& selection,
+                                   const std::string& bundle_pem, const InjectOptions& options,
+                                   const Clock& clock) {
+  const TimePoint deadline = clock.Now() + options.wait_for_targets;
+  Result<ResolvedTargets> targets = ResolveTargets(client, selection);
+  while (targets && !targets->missing.empty() && clock.Now() < deadline) {
+    clock.Sleep(options.poll_interval);
+    targets = ResolveTargets(client, selection);
+  }
+  if (!targets) {
+    return Fail(targets.error());
+  }
+  if (!targets->missing.empty()) {
+    return Fail(ErrorCode::kNotFound, "still missing after waiting " +
+                                          FormatDuration(options.wait_for_targets) + ": " +
+                                          Describe(targets->missing));
+  }
+
+  InjectOutcome outcome;
+  for (TargetObject& target : targets->found) {
+    auto slots = inject::ReadBundleSlots(target.kind, target.object);
+    if (!slots) {
+      return Fail(slots.error());
+    }
+    ++outcome.objects;
+    outcome.slots += static_cast<int>(slots->size());
+    const std::string object = TargetObjectName(target.kind, NameOf(target.object));
+    auto changed = InjectInto(client, std::move(target), bundle_pem);
+    if (!changed) {
+      return Fail(changed.error());
+    }
+    if (*changed > 0) {
+      ++outcome.patched_objects;
+      outcome.patched_slots += *changed;
+      outcome.patched.push_back(object);
+    }
+  }
+  return outcome;
+}
+
+}  // namespace certctl::controller

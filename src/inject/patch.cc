@@ -1,0 +1,43 @@
+#include "certctl/inject/patch.h"
+
+#include "certctl/util/base64.h"
+
+namespace certctl::inject {
+
+Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohmann::json& object,
+                                                  const std::string& bundle_pem) {
+  auto slots = ReadBundleSlots(kind, object);
+  if (!slots) {
+    return Fail(slots.error());
+  }
+  const std::string encoded = Base64Encode(bundle_pem);
+  nlohmann::json operations = nlohmann::json::array();
+  for (std::size_t i = 0; i < slots->size(); ++i) {
+    const BundleSlot& slot = (*slots)[i];
+    if (slot.bundle == bundle_pem) {
+      continue;
+    }
+    switch (kind) {
+      case TargetKind::kValidatingWebhookConfiguration:
+      case TargetKind::kMutatingWebhookConfiguration:
+        operations.push_back({{"op", "test"},
+                              {"path", "/webhooks/" + std::to_string(i) + "/name"},
+                              {"value", slot.webhook}});
+        break;
+      case TargetKind::kCustomResourceDefinition:
+        operations.push_back(
+            {{"op", "test"}, {"path", "/spec/conversion/strategy"}, {"value", "Webhook"}});
+        break;
+      case TargetKind::kApiService:
+        break;
+    }
+    // "add" sets an object member whether or not it exists yet.
+    operations.push_back({{"op", "add"}, {"path", slot.path}, {"value", encoded}});
+  }
+  if (operations.empty()) {
+    return std::optional<nlohmann::json>();
+  }
+  return std::optional<nlohmann::json>(std::move(operations));
+}
+
+}  // namespace certctl::inject
