@@ -1,0 +1,323 @@
+"""`certctl job` against the emulator: the Helm hook's reconcile scenarios, checked through
+kubectl and the emulator's request log, ending with a real TLS handshake."""
+
+import base64
+import json
+import subprocess
+import threading
+import time
+
+import pytest
+
+from harness.certctl import api_service, b64, crd, run_certctl, webhook_configuration
+
+NS = "infra"
+SECRET = "webhook-server-cert"
+VWC = "ValidatingWebhookConfiguration"
+MWC = "MutatingWebhookConfiguration"
+WRITE_VERBS = {"create", "update", "patch", "delete"}
+
+# SPEC section 12 for a job with named targets.
+JOB_RULES = [
+    {"verbs": ["get", "update", "patch"], "apiGroups": [""], "resources": ["secrets"],
+     "resourceNames": [SECRET], "namespaces": [NS]},
+    {"verbs": ["create"], "apiGroups": [""], "resources": ["secrets"], "namespaces": [NS]},
+    {"verbs": ["create"], "apiGroups": [""], "resources": ["events"], "namespaces": [NS]},
+    {"verbs": ["get", "update", "patch"], "apiGroups": ["admissionregistration.k8s.io"],
+     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+     "resourceNames": ["hook"]},
+    {"verbs": ["get", "update", "patch"], "apiGroups": ["apiextensions.k8s.io"],
+     "resources": ["customresourcedefinitions"], "resourceNames": ["widgets.hook.io"]},
+    {"verbs": ["get", "update", "patch"], "apiGroups": ["apiregistration.k8s.io"],
+     "resources": ["apiservices"], "resourceNames": ["v1.metrics.hook.io"]},
+]
+TARGETS = ["--validating-webhook", "hook", "--mutating-webhook", "hook",
+           "--crd", "widgets.hook.io", "--apiservice", "v1.metrics.hook.io"]
+
+
+def apply(cluster, *objects):
+    for obj in objects:
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def get(cluster, kind, name, namespaced=False):
+    args = ["get", kind, name, "-o", "json"] + (["-n", NS] if namespaced else [])
+    return json.loads(cluster.kubectl(*args).stdout)
+
+
+def secret_data(cluster):
+    data = get(cluster, "secret", SECRET, namespaced=True)["data"]
+    return {key: base64.b64decode(value).decode() for key, value in data.items()}
+
+
+def bundles(cluster):
+    """Every caBundle of the four targets, decoded, keyed by where it lives."""
+    out = {}
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        for webhook in get(cluster, kind, "hook")["webhooks"]:
+            out[f"{kind}/{webhook['name']}"] = base64.b64decode(
+                webhook["clientConfig"].get("caBundle", "")).decode()
+    conversion = get(cluster, "crd", "widgets.hook.io")["spec"]["conversion"]["webhook"]
+    out["crd"] = base64.b64decode(conversion["clientConfig"].get("caBundle", "")).decode()
+    out["apiservice"] = base64.b64decode(
+        get(cluster, "apiservice", "v1.metrics.hook.io")["spec"].get("caBundle", "")).decode()
+    return out
+
+
+def certificates(pem):
+    return pem.count("-----BEGIN CERTIFICATE-----")
+
+
+@pytest.fixture
+def hook(cluster):
+    """Namespace, Service and the four targets with empty caBundles; a job user."""
+    cluster.kubectl("create", "namespace", NS)
+    apply(cluster,
+          {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "hook", "namespace": NS},
+           "spec": {"ports": [{"port": 443, "targetPort": 9443}]}},
+          webhook_configuration(VWC, "hook", ["a.hook.io", "b.hook.io", "c.hook.io"]),
+          webhook_configuration(MWC, "hook", ["m.hook.io"]),
+          crd("widgets.hook.io"),
+          api_service("metrics.hook.io"))
+    cluster.add_user("system:serviceaccount:infra:certctl", JOB_RULES)
+    return cluster
+
+
+def job(cluster, binary, *args, phase="all", service="hook"):
+    """certctl job in a pod as the certctl service account (in-cluster configuration)."""
+    env = cluster.in_cluster_env("system:serviceaccount:infra:certctl", NS)
+    return run_certctl(binary, "job", "--phase", phase, "--service", service, *TARGETS, *args,
+                       env=env)
+
+
+def writes_by_job(cluster):
+    return [(e["verb"], e["resource"], e["name"]) for e in cluster.request_log()["requests"]
+            if e["user"] == "system:serviceaccount:infra:certctl" and e["verb"] in WRITE_VERBS
+            and e["code"] < 300]
+
+
+def test_fresh_cluster_then_steady_state(hook, certctl_binary):
+    result = job(hook, certctl_binary)
+    assert result.returncode == 0, result.stderr
+    assert f"created secret/{NS}/{SECRET}" in result.stderr
+    assert "injected the CA bundle into 6 of 6 caBundle(s)" in result.stderr
+    secret = get(hook, "secret", SECRET, namespaced=True)
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "certctl"
+    assert sorted(secret["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    ca = secret_data(hook)["ca.crt"]
+    assert set(bundles(hook).values()) == {ca}
+
+    checked = run_certctl(certctl_binary, "check", "--service", "hook", *TARGETS,
+                          env=hook.in_cluster_env("system:serviceaccount:infra:certctl", NS))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    # Steady state: no write at all, and at most one read per object.
+    hook.reset_request_log()
+    again = job(hook, certctl_binary)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stderr
+    assert "already hold the CA bundle" in again.stderr
+    log = hook.request_log()
+    assert log["writes"] == []
+    reads = [(e["resource"], e["name"]) for e in log["requests"] if e["verb"] == "get"]
+    assert len(reads) == len(set(reads)) == 5, reads
+
+
+def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    before = secret_data(hook)
+    before_bundles = bundles(hook)
+    hook.reset_request_log()
+    result = job(hook, certctl_binary, service="renamed")
+    assert result.returncode == 0, result.stderr
+    assert "re-issued the server certificate" in result.stderr
+    after = secret_data(hook)
+    assert after["ca.crt"] == before["ca.crt"] and after["ca.key"] == before["ca.key"]
+    assert after["tls.crt"] != before["tls.crt"] and after["tls.key"] != before["tls.key"]
+    assert bundles(hook) == before_bundles
+    assert writes_by_job(hook) == [("update", "secrets", SECRET)]
+    sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"],
+                          input=after["tls.crt"], capture_output=True, text=True).stdout
+    assert "DNS:renamed.infra.svc" in sans
+
+
+def test_expiring_leaf_is_reissued(hook, certctl_binary):
+    assert job(hook, certctl_binary, "--cert-validity", "40d").returncode == 0
+    before = secret_data(hook)
+    result = job(hook, certctl_binary, "--renew-before", "45d", "--cert-validity", "1y")
+    assert result.returncode == 0, result.stderr
+    assert "re-issued the server certificate" in result.stderr
+    after = secret_data(hook)
+    assert after["ca.crt"] == before["ca.crt"]
+    assert after["tls.crt"] != before["tls.crt"]
+
+
+def test_expired_ca_is_replaced_and_bundles_follow(hook, certctl_binary):
+    # A managed Secret whose CA runs out within seconds.
+    manifest = run_certctl(certctl_binary, "generate", "--service", "hook", "-n", NS,
+                           "--ca-validity", "2s", "--cert-validity", "2s", "-o", "secret-json",
+                           "--log-level", "off")
+    hook.kubectl("apply", "-f", "-", input=manifest.stdout)
+    old_ca = secret_data(hook)["ca.crt"]
+    time.sleep(3)
+    result = job(hook, certctl_binary)
+    assert result.returncode == 0, result.stderr
+    assert "replaced the CA and server certificate" in result.stderr
+    new_ca = secret_data(hook)["ca.crt"]
+    assert new_ca != old_ca
+    assert certificates(new_ca) == 1  # the expired CA is not kept
+    assert set(bundles(hook).values()) == {new_ca}
+
+
+def test_blanked_bundle_is_repaired_alone(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    ca = secret_data(hook)["ca.crt"]
+    vwc = get(hook, "validatingwebhookconfiguration", "hook")
+    hook.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
+                 json.dumps([{"op": "replace", "path": "/webhooks/1/clientConfig/caBundle",
+                              "value": ""}]))
+    hook.reset_request_log()
+    result = job(hook, certctl_binary)
+    assert result.returncode == 0, result.stderr
+    assert "injected the CA bundle into 1 of 6 caBundle(s)" in result.stderr
+    assert writes_by_job(hook) == [("patch", "validatingwebhookconfigurations", "hook")]
+    repaired = get(hook, "validatingwebhookconfiguration", "hook")
+    assert set(bundles(hook).values()) == {ca}
+    # Nothing but caBundle changed.
+    for entry in (vwc, repaired):
+        for webhook in entry["webhooks"]:
+            webhook["clientConfig"].pop("caBundle", None)
+        entry["metadata"] = {}
+    assert repaired == vwc
+
+
+def openssl_pair(tmp_path, name, days=365, service="hook"):
+    """An external pair made with the openssl CLI: CA and leaf for hook.infra.svc."""
+    ca_key, ca_crt = tmp_path / f"{name}-ca.key", tmp_path / f"{name}-ca.crt"
+    key, csr, crt = tmp_path / f"{name}.key", tmp_path / f"{name}.csr", tmp_path / f"{name}.crt"
+    ext = tmp_path / f"{name}.ext"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key,
+                    "-out", ca_crt, "-days", "3650", "-subj", "/CN=external-ca",
+                    "-addext", "basicConstraints=critical,CA:TRUE",
+                    "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out",
+                    csr, "-subj", f"/CN={service}.infra.svc"], check=True, capture_output=True)
+    ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+                   f"subjectAltName=DNS:{service}.infra.svc,DNS:{service},DNS:{service}.infra,"
+                   f"DNS:{service}.infra.svc.cluster.local\n")
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key,
+                    "-CAcreateserial", "-out", crt, "-days", str(days), "-extfile", ext],
+                   check=True, capture_output=True)
+    return {"ca.crt": ca_crt.read_text(), "tls.crt": crt.read_text(), "tls.key": key.read_text()}
+
+
+def put_external(cluster, pair, secret_type="kubernetes.io/tls"):
+    apply(cluster, {"apiVersion": "v1", "kind": "Secret", "type": secret_type,
+                    "metadata": {"name": SECRET, "namespace": NS},
+                    "data": {key: b64(value) for key, value in pair.items()}})
+
+
+def test_external_secret_is_untouched_and_its_ca_injected(hook, certctl_binary, tmp_path):
+    pair = openssl_pair(tmp_path, "external")
+    put_external(hook, pair)
+    before = get(hook, "secret", SECRET, namespaced=True)
+    result = job(hook, certctl_binary)
+    assert result.returncode == 0, result.stderr
+    assert "external, not managed by certctl" in result.stderr
+    assert get(hook, "secret", SECRET, namespaced=True) == before
+    assert set(bundles(hook).values()) == {pair["ca.crt"]}
+    assert ("update", "secrets", SECRET) not in writes_by_job(hook)
+
+
+def test_invalid_external_secret_fails_and_stays(hook, certctl_binary, tmp_path):
+    put_external(hook, openssl_pair(tmp_path, "wrongname", service="other"))
+    before = get(hook, "secret", SECRET, namespaced=True)
+    hook.reset_request_log()
+    result = job(hook, certctl_binary)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"certctl job: secret/{NS}/{SECRET} is not managed by certctl and is not valid" \
+        in result.stderr
+    assert "hook.infra.svc" in result.stderr
+    assert get(hook, "secret", SECRET, namespaced=True) == before
+    assert writes_by_job(hook) == []
+
+
+def test_garbage_leaf_in_managed_secret_is_repaired(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    ca = secret_data(hook)["ca.crt"]
+    hook.kubectl("patch", "secret", SECRET, "-n", NS, "--type", "merge", "-p",
+                 json.dumps({"data": {"tls.crt": b64("garbage")}}))
+    result = job(hook, certctl_binary)
+    assert result.returncode == 0, result.stderr
+    assert "re-issued the server certificate" in result.stderr
+    assert secret_data(hook)["ca.crt"] == ca
+    assert job(hook, certctl_binary).returncode == 0
+
+
+def test_opaque_secret_without_key_fails_untouched(hook, certctl_binary):
+    apply(hook, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                 "metadata": {"name": SECRET, "namespace": NS},
+                 "data": {"tls.crt": b64("x")}})
+    before = get(hook, "secret", SECRET, namespaced=True)
+    result = job(hook, certctl_binary)
+    assert result.returncode == 1
+    assert f'secret/{NS}/{SECRET} has type "Opaque"' in result.stderr
+    assert get(hook, "secret", SECRET, namespaced=True) == before
+
+
+def test_two_jobs_at_once_agree_on_one_ca(hook, certctl_binary):
+    results = [None, None]
+
+    def run(i):
+        results[i] = job(hook, certctl_binary)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [r.returncode for r in results] == [0, 0], [r.stderr for r in results]
+    # One create succeeded; a loser of the race got 409 and validated the winner's Secret.
+    creates = [w for w in writes_by_job(hook) if w[0] == "create"]
+    assert creates == [("create", "secrets", "")]
+    ca = secret_data(hook)["ca.crt"]
+    assert certificates(ca) == 1
+    assert set(bundles(hook).values()) == {ca}
+
+
+def test_converges_through_conflicts_and_unavailability(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    hook.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
+                 json.dumps([{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]))
+    hook.inject_fault(method="GET", path=f"/secrets/{SECRET}$", status=503, count=2,
+                      retry_after=1)
+    hook.inject_fault(method="PUT", path=f"/secrets/{SECRET}$", status=409, count=1)
+    hook.inject_fault(method="PATCH", path="/validatingwebhookconfigurations/hook$", status=409,
+                      count=1)
+    hook.inject_fault(method="PATCH", path="/validatingwebhookconfigurations/hook$", status=503,
+                      count=1, retry_after=1)
+    result = job(hook, certctl_binary, service="renamed")
+    assert result.returncode == 0, result.stderr
+    ca = secret_data(hook)["ca.crt"]
+    assert set(bundles(hook).values()) == {ca}
+    codes = [e["code"] for e in hook.request_log()["requests"]
+             if e["user"] == "system:serviceaccount:infra:certctl"]
+    assert codes.count(409) == 2 and codes.count(503) == 3, codes
+
+
+def test_tls_handshake_trusting_only_the_injected_bundle(hook, certctl_binary, tmp_path):
+    assert job(hook, certctl_binary).returncode == 0
+    data = secret_data(hook)
+    (tmp_path / "tls.crt").write_text(data["tls.crt"])
+    (tmp_path / "tls.key").write_text(data["tls.key"])
+    (tmp_path / "bundle.crt").write_text(bundles(hook)["validatingwebhookconfiguration/b.hook.io"])
+    proof = subprocess.run(
+        ["bash", "-c", 'source scripts/lib/tls_proof.sh && tls_proof "$@"', "tls_proof",
+         str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"), str(tmp_path / "bundle.crt"),
+         f"hook.{NS}.svc"], capture_output=True, text=True, timeout=30)
+    assert proof.returncode == 0, proof.stdout + proof.stderr
+    assert "Verification: OK" in proof.stdout
+    assert f"Verified peername: hook.{NS}.svc" in proof.stdout
