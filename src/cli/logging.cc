@@ -24,7 +24,8 @@ class JsonFormatter final : public spdlog::formatter {
     time.insert(time.size() - 1, fraction);
     const nlohmann::json line = {
         {"time", time},
-        {"level", spdlog::level::to_string_view(msg.level)},
+        {"level", std::string(spdlog::level::to_string_view(msg.level).data(),
+                              spdlog::level::to_string_view(msg.level).size())},
         {"msg", std::string(msg.payload.data(), msg.payload.size())},
     };
     const std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
