@@ -237,7 +237,11 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
 
     SecretOutcome outcome;
     outcome.managed = true;
-    if (validation.ok()) {
+    std::optional<pki::KeyPair> stored_ca = StoredCa(pair.source);
+    // A managed Secret that lost ca.key could never re-issue its leaf: it gets a new CA now.
+    // Adopting changes nothing but the label, so a Secret being adopted keeps its content.
+    const bool keyless = !stored_ca && !adopting;
+    if (validation.ok() && !keyless) {
       if (!adopting) {
         outcome.ca_bundle = *pair.source.ca_pem;
         outcome.validation = std::move(validation);
@@ -249,7 +253,6 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       outcome.validation = std::move(validation);
     } else {
       PairPem pem;
-      std::optional<pki::KeyPair> stored_ca = StoredCa(pair.source);
       if (validation.CaOk() && stored_ca) {
         auto leaf = IssueLeafPem(spec, *stored_ca, now);
         if (!leaf) {

@@ -83,14 +83,18 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
                                           Describe(targets->missing));
   }
 
+  // Every target must be able to carry a bundle before any is written, so a bad one does
+  // not leave the others half-done.
   InjectOutcome outcome;
-  for (TargetObject& target : targets->found) {
+  for (const TargetObject& target : targets->found) {
     auto slots = inject::ReadBundleSlots(target.kind, target.object);
     if (!slots) {
       return Fail(slots.error());
     }
     ++outcome.objects;
     outcome.slots += static_cast<int>(slots->size());
+  }
+  for (TargetObject& target : targets->found) {
     const std::string object = TargetObjectName(target.kind, NameOf(target.object));
     auto changed = InjectInto(client, std::move(target), bundle_pem);
     if (!changed) {

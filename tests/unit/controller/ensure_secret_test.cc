@@ -1,0 +1,727 @@
+#include "certctl/controller/ensure_secret.h"
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "certctl/controller/secret.h"
+#include "certctl/pki/certificate.h"
+#include "certctl/pki/issue.h"
+#include "certctl/util/base64.h"
+
+#include "fakes/fake_client.h"
+#include "fakes/fake_clock.h"
+
+namespace certctl::controller {
+namespace {
+
+using Json = nlohmann::json;
+using certctl::testing::FakeClient;
+using certctl::testing::FakeClock;
+using certctl::testing::Verb;
+using kube::kSecrets;
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using ::testing::UnorderedElementsAre;
+
+constexpr char kNs[] = "webhooks";
+constexpr char kName[] = "webhook-server-cert";
+constexpr char kObject[] = "secret/webhooks/webhook-server-cert";
+constexpr std::chrono::hours kDay{24};
+
+// The contract's SAN list for --service svc in namespace webhooks, written out by hand.
+const std::vector<std::string> kSans = {"svc.webhooks.svc", "svc", "svc.webhooks",
+                                        "svc.webhooks.svc.cluster.local"};
+
+SecretSpec Spec() {
+  SecretSpec spec;
+  spec.ns = kNs;
+  spec.name = kName;
+  spec.identity.service = "svc";
+  spec.identity.namespace_name = kNs;
+  spec.ca.common_name = "svc-ca";
+  spec.ca.validity = 365 * kDay;
+  spec.leaf_validity = 90 * kDay;
+  return spec;
+}
+
+// A kube::Client over a FakeClient that lets another writer act once, just before the first
+// call of `verb` reaches the server: the way a test puts a race between a read and a write.
+class InterposingClient final : public kube::Client {
+ public:
+  InterposingClient(FakeClient& fake, Verb verb, std::function<void(FakeClient&)> other_writer)
+      : fake_(fake), verb_(verb), other_writer_(std::move(other_writer)) {}
+
+  Result<std::optional<Json>> Get(const kube::ResourceType& type, std::string_view ns,
+                                  std::string_view name) override {
+    Before(Verb::kGet);
+    return fake_.Get(type, ns, name);
+  }
+  Result<Json> List(const kube::ResourceType& type, std::string_view ns,
+                    const kube::ListOptions& options) override {
+    Before(Verb::kList);
+    return fake_.List(type, ns, options);
+  }
+  Result<Json> Create(const kube::ResourceType& type, std::string_view ns,
+                      const Json& object) override {
+    Before(Verb::kCreate);
+    return fake_.Create(type, ns, object);
+  }
+  Result<Json> Update(const kube::ResourceType& type, std::string_view ns,
+                      const Json& object) override {
+    Before(Verb::kUpdate);
+    return fake_.Update(type, ns, object);
+  }
+  Result<Json> Patch(const kube::ResourceType& type, std::string_view ns, std::string_view name,
+                     kube::PatchType patch_type, const Json& patch) override {
+    Before(Verb::kPatch);
+    return fake_.Patch(type, ns, name, patch_type, patch);
+  }
+  Status Delete(const kube::ResourceType& type, std::string_view ns,
+                std::string_view name) override {
+    Before(Verb::kDelete);
+    return fake_.Delete(type, ns, name);
+  }
+  Status Watch(const kube::ResourceType& type, std::string_view ns,
+               const kube::WatchOptions& options,
+               const std::function<bool(const kube::WatchEvent&)>& on_event,
+               const std::function<bool()>& cancelled) override {
+    Before(Verb::kWatch);
+    return fake_.Watch(type, ns, options, on_event, cancelled);
+  }
+
+  bool acted() const { return acted_; }
+
+ private:
+  void Before(Verb verb) {
+    if (verb == verb_ && !acted_) {
+      acted_ = true;
+      other_writer_(fake_);
+    }
+  }
+
+  FakeClient& fake_;
+  Verb verb_;
+  std::function<void(FakeClient&)> other_writer_;
+  bool acted_ = false;
+};
+
+pki::KeyPair MustCa(const std::string& name, TimePoint now,
+                    std::chrono::seconds validity = 365 * kDay) {
+  pki::CaRequest request;
+  request.common_name = name;
+  request.validity = validity;
+  auto ca = pki::IssueCa(request, now);
+  EXPECT_TRUE(ca.has_value()) << ca.error().message();
+  return *ca;
+}
+
+pki::KeyPair MustLeaf(const pki::KeyPair& ca, const std::vector<std::string>& sans, TimePoint now) {
+  pki::LeafRequest request;
+  request.dns_names = sans;
+  request.validity = 90 * kDay;
+  auto leaf = pki::IssueLeaf(request, ca, now);
+  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
+  return *leaf;
+}
+
+std::string KeyPem(const pki::PrivateKey& key) {
+  auto pem = key.ToPem();
+  EXPECT_TRUE(pem.has_value()) << pem.error().message();
+  return pem.value_or("");
+}
+
+// A Secret another tool made: no certctl label (cert-manager's instead), no ca.key.
+Json ExternalSecret(const pki::KeyPair& ca, const pki::KeyPair& leaf) {
+  return {{"metadata",
+           {{"name", kName},
+            {"namespace", kNs},
+            {"labels", {{kManagedByLabel, "cert-manager"}, {"team", "platform"}}}}},
+          {"type", kTlsSecretType},
+          {"data",
+           {{"ca.crt", Base64Encode(ca.certificate.ToPem())},
+            {"tls.crt", Base64Encode(leaf.certificate.ToPem())},
+            {"tls.key", Base64Encode(KeyPem(leaf.key))}}}};
+}
+
+// A Secret certctl made earlier (or another certctl replica just made), with ca.key.
+Json ManagedSecret(const pki::KeyPair& ca, const pki::KeyPair& leaf) {
+  Json secret = ExternalSecret(ca, leaf);
+  secret["metadata"]["labels"] = {{kManagedByLabel, kManagedByValue}};
+  secret["data"]["ca.key"] = Base64Encode(KeyPem(ca.key));
+  return secret;
+}
+
+Json Stored(const FakeClient& client) {
+  auto secret = client.Object(kSecrets, kNs, kName);
+  EXPECT_TRUE(secret.has_value()) << "the Secret is absent";
+  return secret.value_or(Json::object());
+}
+
+// data[key], decoded.
+std::string DataOf(const Json& secret, const std::string& key) {
+  const Json::json_pointer pointer("/data/" + key);
+  if (!secret.contains(pointer)) {
+    ADD_FAILURE() << "no data." << key;
+    return "";
+  }
+  auto decoded = Base64Decode(secret.at(pointer).get<std::string>());
+  EXPECT_TRUE(decoded.has_value()) << decoded.error().message();
+  return decoded.value_or("");
+}
+
+std::vector<std::string> DataKeys(const Json& secret) {
+  std::vector<std::string> keys;
+  for (const auto& item : secret["data"].items()) {
+    keys.push_back(item.key());
+  }
+  return keys;
+}
+
+std::vector<pki::Certificate> Certificates(const std::string& pem) {
+  auto certificates = pki::ParseCertificateBundle(pem);
+  EXPECT_TRUE(certificates.has_value()) << certificates.error().message();
+  return certificates.value_or(std::vector<pki::Certificate>());
+}
+
+pki::Certificate Leaf(const Json& secret) {
+  auto leaf = pki::Certificate::FromPem(DataOf(secret, "tls.crt"));
+  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
+  return *leaf;
+}
+
+// Validates what is stored with a policy written out here, optionally trusting only
+// `trusted` (a PEM bundle) instead of the Secret's own ca.crt.
+pki::ValidationReport ValidateStored(const Json& secret, const std::vector<std::string>& sans,
+                                     TimePoint now, const std::string& trusted = "") {
+  pki::PairSource source;
+  source.ca_pem = trusted.empty() ? DataOf(secret, "ca.crt") : trusted;
+  source.cert_pem = DataOf(secret, "tls.crt");
+  source.key_pem = DataOf(secret, "tls.key");
+  if (secret["data"].contains("ca.key")) {
+    source.ca_key_pem = DataOf(secret, "ca.key");
+  }
+  pki::ValidationPolicy policy;
+  policy.dns_names = sans;
+  return pki::Validate(source, policy, now);
+}
+
+std::string Findings(const pki::ValidationReport& report) {
+  std::string text;
+  for (const Finding& finding : report.AllFindings()) {
+    text += finding.object + ": " + finding.message + "\n";
+  }
+  return text;
+}
+
+Result<SecretOutcome> MustEnsure(kube::Client& client, const SecretSpec& spec,
+                                 const FakeClock& clock) {
+  auto outcome = EnsureSecret(client, spec, clock);
+  EXPECT_TRUE(outcome.has_value()) << outcome.error().message();
+  return outcome;
+}
+
+// A cluster in which certctl already created the Secret for Spec().
+struct Created {
+  Created() {
+    auto outcome = EnsureSecret(client, Spec(), clock);
+    EXPECT_TRUE(outcome.has_value()) << outcome.error().message();
+    EXPECT_EQ(outcome->action, SecretAction::kCreated);
+    before = Stored(client);
+    client.ClearRequests();
+  }
+
+  FakeClock clock;
+  FakeClient client;
+  Json before;
+};
+
+TEST(EnsureSecret, CreatesAManagedTlsSecretInAnEmptyCluster) {
+  FakeClock clock;
+  FakeClient client;
+  auto outcome = EnsureSecret(client, Spec(), clock);
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
+  EXPECT_EQ(outcome->action, SecretAction::kCreated);
+  EXPECT_TRUE(outcome->managed);
+  EXPECT_TRUE(outcome->validation.ok());
+
+  const Json secret = Stored(client);
+  EXPECT_EQ(secret["type"], "kubernetes.io/tls");
+  EXPECT_THAT(DataKeys(secret), UnorderedElementsAre("ca.crt", "ca.key", "tls.crt", "tls.key"));
+  EXPECT_EQ(secret["metadata"]["labels"]["app.kubernetes.io/managed-by"], "certctl");
+  EXPECT_EQ(outcome->ca_bundle, DataOf(secret, "ca.crt"));
+
+  const pki::ValidationReport report = ValidateStored(secret, kSans, clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+  EXPECT_THAT(Leaf(secret).Info().dns_names, ElementsAreArray(kSans));
+  ASSERT_EQ(Certificates(outcome->ca_bundle).size(), 1u);
+  EXPECT_EQ(Certificates(outcome->ca_bundle)[0].Info().common_name, "svc-ca");
+
+  EXPECT_EQ(client.WriteCount(), 1);
+  EXPECT_EQ(client.CountOf(Verb::kCreate, kSecrets, kName), 1);
+}
+
+TEST(EnsureSecret, SecondRunWritesNothing) {
+  Created cluster;
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kNone);
+  EXPECT_TRUE(outcome->managed);
+  EXPECT_TRUE(outcome->reason.empty()) << outcome->reason;
+  EXPECT_EQ(outcome->ca_bundle, DataOf(cluster.before, "ca.crt"));
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+  EXPECT_EQ(cluster.client.ReadCount(), 1);
+  EXPECT_EQ(Stored(cluster.client), cluster.before);
+}
+
+TEST(EnsureSecret, RenamedServiceReissuesOnlyTheLeaf) {
+  Created cluster;
+  SecretSpec spec = Spec();
+  spec.identity.service = "svc2";
+  auto outcome = MustEnsure(cluster.client, spec, cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  EXPECT_THAT(outcome->reason, HasSubstr("svc2"));
+
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
+  EXPECT_EQ(after["data"]["ca.key"], cluster.before["data"]["ca.key"]);
+  EXPECT_NE(after["data"]["tls.crt"], cluster.before["data"]["tls.crt"]);
+  EXPECT_NE(after["data"]["tls.key"], cluster.before["data"]["tls.key"]);
+  EXPECT_EQ(outcome->ca_bundle, DataOf(cluster.before, "ca.crt"));
+
+  const std::vector<std::string> sans = {"svc2.webhooks.svc", "svc2", "svc2.webhooks",
+                                         "svc2.webhooks.svc.cluster.local"};
+  const pki::ValidationReport report = ValidateStored(after, sans, cluster.clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+  EXPECT_THAT(Leaf(after).Info().dns_names, ElementsAreArray(sans));
+  EXPECT_EQ(cluster.client.WriteCount(), 1);
+
+  // And the new state is steady.
+  cluster.client.ClearRequests();
+  auto again = MustEnsure(cluster.client, spec, cluster.clock);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->action, SecretAction::kNone);
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, LeafWithinRenewBeforeIsReissuedFromTheStoredCa) {
+  Created cluster;  // leaf valid for 90 days, renew_before 30 days
+  cluster.clock.Advance(59 * kDay);
+  auto early = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(early->action, SecretAction::kNone);
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+
+  cluster.clock.Advance(2 * kDay);  // 29 days left
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
+  EXPECT_EQ(after["data"]["ca.key"], cluster.before["data"]["ca.key"]);
+  EXPECT_EQ(Leaf(after).Info().not_after, cluster.clock.Now() + 90 * kDay);
+  const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+  EXPECT_EQ(cluster.client.WriteCount(), 1);
+}
+
+TEST(EnsureSecret, ExpiringCaIsReplacedAndTheOldCaStaysInTheBundle) {
+  Created cluster;  // CA valid for 365 days
+  const std::vector<pki::Certificate> old_cas = Certificates(DataOf(cluster.before, "ca.crt"));
+  ASSERT_EQ(old_cas.size(), 1u);
+  cluster.clock.Advance(340 * kDay);  // 25 days left, still valid
+
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(outcome->ca_bundle, DataOf(after, "ca.crt"));
+  const std::vector<pki::Certificate> bundle = Certificates(outcome->ca_bundle);
+  ASSERT_EQ(bundle.size(), 2u);
+  EXPECT_FALSE(bundle[0] == old_cas[0]);
+  EXPECT_TRUE(bundle[1] == old_cas[0]);
+  EXPECT_EQ(bundle[0].Info().not_after, cluster.clock.Now() + 365 * kDay);
+  EXPECT_NE(after["data"]["ca.key"], cluster.before["data"]["ca.key"]);
+
+  // The leaf is issued by the new CA: it verifies with the new CA alone, and ca.key is its key.
+  const pki::ValidationReport report =
+      ValidateStored(after, kSans, cluster.clock.Now(), bundle[0].ToPem());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+  EXPECT_TRUE(ValidateStored(after, kSans, cluster.clock.Now()).ok());
+  EXPECT_EQ(cluster.client.WriteCount(), 1);
+}
+
+TEST(EnsureSecret, ExpiredCaIsReplacedAndDropped) {
+  Created cluster;
+  const std::vector<pki::Certificate> old_cas = Certificates(DataOf(cluster.before, "ca.crt"));
+  ASSERT_EQ(old_cas.size(), 1u);
+  cluster.clock.Advance(400 * kDay);
+
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  const std::vector<pki::Certificate> bundle = Certificates(outcome->ca_bundle);
+  ASSERT_EQ(bundle.size(), 1u);
+  EXPECT_FALSE(bundle[0] == old_cas[0]);
+  const pki::ValidationReport report =
+      ValidateStored(Stored(cluster.client), kSans, cluster.clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, ShortLivedCaIsReplacedAtOnce) {
+  FakeClock clock;
+  FakeClient client;
+  // Made elsewhere with a CA that has less than renew_before left from the start.
+  const pki::KeyPair ca = MustCa("svc-ca", clock.Now(), 20 * kDay);
+  client.Put(kSecrets, ManagedSecret(ca, MustLeaf(ca, kSans, clock.Now())));
+
+  auto outcome = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  const std::vector<pki::Certificate> bundle = Certificates(outcome->ca_bundle);
+  ASSERT_EQ(bundle.size(), 2u);
+  EXPECT_TRUE(bundle[1] == ca.certificate);
+  const pki::ValidationReport report =
+      ValidateStored(Stored(client), kSans, clock.Now(), bundle[0].ToPem());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, ManagedSecretWithoutCaKeyGetsANewCa) {
+  Created cluster;
+  Json keyless = cluster.before;
+  keyless["data"].erase("ca.key");
+  cluster.client.Put(kSecrets, keyless);
+  const std::vector<pki::Certificate> old_cas = Certificates(DataOf(cluster.before, "ca.crt"));
+
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  EXPECT_THAT(outcome->reason, HasSubstr("ca.key"));
+  const Json after = Stored(cluster.client);
+  EXPECT_THAT(DataKeys(after), UnorderedElementsAre("ca.crt", "ca.key", "tls.crt", "tls.key"));
+  // The old CA is still valid, so it stays trusted next to the new one.
+  const std::vector<pki::Certificate> bundle = Certificates(DataOf(after, "ca.crt"));
+  ASSERT_EQ(bundle.size(), 2u);
+  EXPECT_TRUE(bundle[1] == old_cas[0]);
+  const pki::ValidationReport report =
+      ValidateStored(after, kSans, cluster.clock.Now(), bundle[0].ToPem());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+
+  // The repaired Secret is steady.
+  cluster.client.ClearRequests();
+  auto again = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->action, SecretAction::kNone);
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, GarbageLeafInAManagedSecretIsRepaired) {
+  Created cluster;
+  Json broken = cluster.before;
+  broken["data"]["tls.crt"] = Base64Encode("-----BEGIN CERTIFICATE-----\ngarbage\n");
+  cluster.client.Put(kSecrets, broken);
+
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
+  EXPECT_EQ(after["data"]["ca.key"], cluster.before["data"]["ca.key"]);
+  const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, GarbageCaInAManagedSecretGetsANewCa) {
+  Created cluster;
+  Json broken = cluster.before;
+  broken["data"]["ca.crt"] = Base64Encode("not a certificate");
+  cluster.client.Put(kSecrets, broken);
+
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(Certificates(DataOf(after, "ca.crt")).size(), 1u);
+  const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, ValidExternalSecretIsLeftAloneAndItsBundleReturned) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair ca = MustCa("corp-ca", clock.Now());
+  const Json before = client.Put(kSecrets, ExternalSecret(ca, MustLeaf(ca, kSans, clock.Now())));
+
+  auto outcome = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kNone);
+  EXPECT_FALSE(outcome->managed);
+  EXPECT_EQ(outcome->ca_bundle, ca.certificate.ToPem());
+  EXPECT_TRUE(outcome->validation.ok());
+  EXPECT_EQ(Stored(client), before);
+  EXPECT_EQ(client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, InvalidExternalSecretIsReportedAndLeftAsItIs) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair ca = MustCa("corp-ca", clock.Now());
+  const Json before =
+      client.Put(kSecrets, ExternalSecret(ca, MustLeaf(ca, {"old.webhooks.svc"}, clock.Now())));
+
+  auto outcome = EnsureSecret(client, Spec(), clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(outcome.error().message(),
+              AllOf(StartsWith(kObject), HasSubstr("not managed by certctl"),
+                    HasSubstr("[tls.crt]"), HasSubstr("svc.webhooks.svc")));
+  EXPECT_EQ(Stored(client), before);
+  EXPECT_EQ(client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, AdoptLabelsAValidExternalSecretWithoutChangingItsData) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair ca = MustCa("corp-ca", clock.Now());
+  const Json before = client.Put(kSecrets, ExternalSecret(ca, MustLeaf(ca, kSans, clock.Now())));
+  SecretSpec spec = Spec();
+  spec.adopt = true;
+
+  auto outcome = MustEnsure(client, spec, clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kAdopted);
+  EXPECT_TRUE(outcome->managed);
+  EXPECT_EQ(outcome->ca_bundle, ca.certificate.ToPem());
+  const Json after = Stored(client);
+  EXPECT_EQ(after["data"], before["data"]);
+  EXPECT_EQ(after["type"], before["type"]);
+  EXPECT_EQ(after["metadata"]["labels"],
+            Json({{kManagedByLabel, kManagedByValue}, {"team", "platform"}}));
+  EXPECT_EQ(client.WriteCount(), 1);
+}
+
+TEST(EnsureSecret, AdoptRepairsAnInvalidExternalSecret) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair ca = MustCa("corp-ca", clock.Now());
+  client.Put(kSecrets, ExternalSecret(ca, MustLeaf(ca, {"old.webhooks.svc"}, clock.Now())));
+  SecretSpec spec = Spec();
+  spec.adopt = true;
+
+  auto outcome = MustEnsure(client, spec, clock);
+  ASSERT_TRUE(outcome.has_value());
+  // Without its ca.key the leaf cannot be re-issued under the old CA.
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  const Json after = Stored(client);
+  EXPECT_EQ(after["metadata"]["labels"][kManagedByLabel], kManagedByValue);
+  const pki::ValidationReport report = ValidateStored(after, kSans, clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, SecretOfAnotherTypeIsRefusedNamingTheType) {
+  Created cluster;
+  Json opaque = cluster.before;
+  opaque["type"] = "Opaque";
+  const Json before = cluster.client.Put(kSecrets, opaque);
+
+  auto outcome = EnsureSecret(cluster.client, Spec(), cluster.clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(outcome.error().message(),
+              AllOf(HasSubstr(kObject), HasSubstr("\"Opaque\""), HasSubstr("kubernetes.io/tls")));
+  EXPECT_EQ(Stored(cluster.client), before);
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, ExternalSecretWithoutTlsKeyIsAnError) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair ca = MustCa("corp-ca", clock.Now());
+  Json secret = ExternalSecret(ca, MustLeaf(ca, kSans, clock.Now()));
+  secret["data"].erase("tls.key");
+  const Json before = client.Put(kSecrets, secret);
+
+  auto outcome = EnsureSecret(client, Spec(), clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(outcome.error().message(), AllOf(HasSubstr(kObject), HasSubstr("tls.key")));
+  EXPECT_EQ(Stored(client), before);
+  EXPECT_EQ(client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, SecretCreatedConcurrentlyIsKeptNotOverwritten) {
+  FakeClock clock;
+  FakeClient fake;
+  const pki::KeyPair ca = MustCa("svc-ca", clock.Now());
+  const Json theirs = ManagedSecret(ca, MustLeaf(ca, kSans, clock.Now()));
+  // Another replica creates the Secret between our Get and our Create.
+  InterposingClient client(fake, Verb::kCreate,
+                           [&theirs](FakeClient& other) { other.Put(kSecrets, theirs); });
+
+  auto outcome = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_TRUE(client.acted());
+  EXPECT_EQ(outcome->action, SecretAction::kNone);
+  EXPECT_EQ(outcome->ca_bundle, ca.certificate.ToPem());
+  EXPECT_EQ(Stored(fake)["data"], theirs["data"]);
+  EXPECT_EQ(fake.CountOf(Verb::kUpdate, kSecrets), 0);
+}
+
+TEST(EnsureSecret, InjectedAlreadyExistsRereadsAndRepairsTheOtherWritersSecret) {
+  FakeClock clock;
+  FakeClient fake;
+  // The other writer made its Secret for the old service name: it is validated and its CA
+  // kept (the leaf is re-issued by update), never replaced by a create of ours.
+  const pki::KeyPair ca = MustCa("svc-ca", clock.Now());
+  const Json theirs = ManagedSecret(ca, MustLeaf(ca, {"old.webhooks.svc"}, clock.Now()));
+  fake.InjectFailure(Verb::kCreate, kSecrets,
+                     Error(ErrorCode::kAlreadyExists, "secrets \"webhook-server-cert\" exists"));
+  InterposingClient client(fake, Verb::kCreate,
+                           [&theirs](FakeClient& other) { other.Put(kSecrets, theirs); });
+
+  auto outcome = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  const Json after = Stored(fake);
+  EXPECT_EQ(after["data"]["ca.crt"], theirs["data"]["ca.crt"]);
+  EXPECT_EQ(after["data"]["ca.key"], theirs["data"]["ca.key"]);
+  EXPECT_TRUE(ValidateStored(after, kSans, clock.Now()).ok());
+  EXPECT_EQ(fake.CountOf(Verb::kCreate, kSecrets), 1);
+}
+
+TEST(EnsureSecret, ConflictOnUpdateIsRetriedFromAFreshRead) {
+  Created cluster;
+  SecretSpec spec = Spec();
+  spec.identity.service = "svc2";
+  cluster.client.InjectFailure(
+      Verb::kUpdate, kSecrets,
+      Error(ErrorCode::kConflict, "Operation cannot be fulfilled on secrets"));
+
+  auto outcome = MustEnsure(cluster.client, spec, cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  EXPECT_EQ(cluster.client.CountOf(Verb::kGet, kSecrets, kName), 2);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
+  EXPECT_TRUE(ValidateStored(after, {"svc2.webhooks.svc"}, cluster.clock.Now()).ok());
+}
+
+TEST(EnsureSecret, ConcurrentChangeIsKeptWhenTheUpdateConflicts) {
+  Created cluster;
+  SecretSpec spec = Spec();
+  spec.identity.service = "svc2";
+  // Someone annotates the Secret after our read: our update carries a stale resourceVersion.
+  InterposingClient client(cluster.client, Verb::kUpdate, [](FakeClient& other) {
+    Json secret = Stored(other);
+    secret["metadata"]["annotations"] = {{"reloader", "yes"}};
+    other.Put(kSecrets, secret);
+  });
+
+  auto outcome = MustEnsure(client, spec, cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(after["metadata"]["annotations"], Json({{"reloader", "yes"}}));
+  EXPECT_TRUE(ValidateStored(after, {"svc2.webhooks.svc"}, cluster.clock.Now()).ok());
+}
+
+TEST(EnsureSecret, ConflictsForeverGiveUpAfterBoundedAttempts) {
+  Created cluster;
+  SecretSpec spec = Spec();
+  spec.identity.service = "svc2";
+  cluster.client.InjectFailure(
+      Verb::kUpdate, kSecrets,
+      Error(ErrorCode::kConflict, "Operation cannot be fulfilled on secrets"), 1000);
+
+  auto outcome = EnsureSecret(cluster.client, spec, cluster.clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kConflict);
+  EXPECT_THAT(outcome.error().message(), HasSubstr(kObject));
+  const int updates = cluster.client.CountOf(Verb::kUpdate, kSecrets);
+  EXPECT_GT(updates, 1);
+  EXPECT_LE(updates, 10);
+  EXPECT_EQ(Stored(cluster.client), cluster.before);
+}
+
+TEST(EnsureSecret, ForbiddenGetIsAnErrorWithContextAndNothingIsWritten) {
+  FakeClock clock;
+  FakeClient client;
+  client.InjectFailure(
+      Verb::kGet, kSecrets,
+      Error(ErrorCode::kPermissionDenied,
+            "secrets \"webhook-server-cert\" is forbidden: User \"x\" cannot get resource"));
+  auto outcome = EnsureSecret(client, Spec(), clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_THAT(
+      outcome.error().message(),
+      AllOf(StartsWith("get secret/webhooks/webhook-server-cert: "), HasSubstr("forbidden")));
+  EXPECT_EQ(client.WriteCount(), 0);
+  EXPECT_FALSE(client.Object(kSecrets, kNs, kName).has_value());
+}
+
+TEST(EnsureSecret, ForbiddenUpdateIsAnErrorAndTheSecretStays) {
+  Created cluster;
+  SecretSpec spec = Spec();
+  spec.identity.service = "svc2";
+  cluster.client.InjectFailure(Verb::kUpdate, kSecrets,
+                               Error(ErrorCode::kPermissionDenied, "secrets is forbidden"));
+  auto outcome = EnsureSecret(cluster.client, spec, cluster.clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_THAT(outcome.error().message(), StartsWith(std::string("update ") + kObject + ": "));
+  EXPECT_EQ(cluster.client.CountOf(Verb::kUpdate, kSecrets), 1);
+  EXPECT_EQ(Stored(cluster.client), cluster.before);
+}
+
+TEST(EnsureSecret, LeafNeverOutlivesTheCa) {
+  SecretSpec spec = Spec();
+  spec.ca.validity = 200 * kDay;
+  spec.leaf_validity = std::chrono::hours(24 * 365 * 10);
+  FakeClock clock;
+  FakeClient client;
+  auto created = MustEnsure(client, spec, clock);
+  ASSERT_TRUE(created.has_value());
+  const TimePoint ca_end = Certificates(created->ca_bundle)[0].Info().not_after;
+  EXPECT_EQ(Leaf(Stored(client)).Info().not_after, ca_end);
+
+  // A re-issue late in the CA's life is clamped as well.
+  clock.Advance(100 * kDay);
+  spec.identity.service = "svc2";
+  auto reissued = MustEnsure(client, spec, clock);
+  ASSERT_TRUE(reissued.has_value());
+  EXPECT_EQ(reissued->action, SecretAction::kLeafReissued);
+  EXPECT_LE(Leaf(Stored(client)).Info().not_after, ca_end);
+}
+
+TEST(EnsureSecret, ActionNamesAreStable) {
+  EXPECT_EQ(SecretActionName(SecretAction::kNone), "none");
+  EXPECT_EQ(SecretActionName(SecretAction::kCreated), "created");
+  EXPECT_EQ(SecretActionName(SecretAction::kLeafReissued), "leaf-reissued");
+  EXPECT_EQ(SecretActionName(SecretAction::kCaReplaced), "ca-replaced");
+  EXPECT_EQ(SecretActionName(SecretAction::kAdopted), "adopted");
+}
+
+TEST(EnsureSecret, PolicyCoversTheContractSans) {
+  SecretSpec spec = Spec();
+  spec.identity.extra_dns_names = {"webhook.example.com"};
+  spec.identity.ip_addresses = {"10.0.0.7"};
+  const pki::ValidationPolicy policy = PolicyFor(spec);
+  std::vector<std::string> sans = kSans;
+  sans.push_back("webhook.example.com");
+  EXPECT_THAT(policy.dns_names, ElementsAreArray(sans));
+  EXPECT_THAT(policy.ip_addresses, ElementsAre("10.0.0.7"));
+  EXPECT_EQ(policy.renew_before, spec.renew_before);
+}
+
+}  // namespace
+}  // namespace certctl::controller
