@@ -30,6 +30,7 @@ check_kubectl() {
 
 if ((${#missing[@]} == 0)); then
   check_kubectl
+  "$(dirname "$0")/install-helm.sh"
   exit 0
 fi
 
@@ -44,3 +45,4 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: done" >&2
 check_kubectl
+"$(dirname "$0")/install-helm.sh"

@@ -9,6 +9,8 @@ quick=false
 [[ ${1:-} == --quick ]] && quick=true
 
 scripts/setup.sh
+# Tools the project installs itself (helm) live here.
+export PATH="$PWD/.tools/bin:$PATH"
 
 presets=(ci)
 $quick || presets+=(asan)

@@ -1,0 +1,289 @@
+{{/*
+Names, labels, hook annotations, the value checks and the certctl command line.
+*/}}
+
+{{- define "certctl.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* <release>-certctl, or the release name when it already contains the chart name. */}}
+{{- define "certctl.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "certctl.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+Cluster-scoped names carry the release namespace: release names are unique per namespace
+only, and two releases called "hook" in two namespaces must not share a ClusterRole.
+*/}}
+{{- define "certctl.clusterScopedName" -}}
+{{- printf "%s-%s" (include "certctl.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Namespace of the webhook's Service and of the Secret. */}}
+{{- define "certctl.webhookNamespace" -}}
+{{- default .Release.Namespace .Values.webhook.namespace -}}
+{{- end -}}
+
+{{- define "certctl.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "certctl.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of the hook Job of a phase: call with (dict "root" $ "phase" "secret|inject"). */}}
+{{- define "certctl.jobName" -}}
+{{- printf "%s-%s" (include "certctl.fullname" .root) .phase | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "certctl.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Labels: call with (dict "root" $ "component" "...") */}}
+{{- define "certctl.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "certctl.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "certctl.labels" -}}
+{{- $root := .root -}}
+helm.sh/chart: {{ include "certctl.chart" $root }}
+{{ include "certctl.selectorLabels" $root }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+Hook annotations of the ServiceAccount and the RBAC objects.
+
+The Jobs are hooks, so their ServiceAccount and RBAC must be hooks too: ordinary release
+objects are only created after the pre-install hooks have run. They are hooks of all four
+events, with a lower weight than the Jobs, and `before-hook-creation,hook-succeeded`:
+
+  pre-install/pre-upgrade    RBAC created (weight -10) -> Job --phase secret (weight 0)
+                             -> all succeeded: Job and RBAC deleted
+  (release objects: none; the webhook belongs to its own chart)
+  post-install/post-upgrade  RBAC created again -> Job --phase inject
+                             -> all succeeded: Job and RBAC deleted
+
+Helm deletes `hook-succeeded` objects only after every hook of the phase has succeeded,
+so the RBAC outlives the Job that uses it, and it is back before the next phase's Job
+starts. Between and after the phases no grant exists at all: the rights to write the
+Secret and the webhook configurations live only while certctl runs. `before-hook-creation`
+removes what a failed run left behind (a failed Job is kept for `kubectl logs`). Hooks are
+not release objects, so `helm uninstall` has nothing of this chart's RBAC to forget.
+
+The alternative, `before-hook-creation` alone, would also work but leaves the ServiceAccount
+and a ClusterRole that may patch webhook configurations in the cluster forever, outside the
+release (uninstall does not delete hooks).
+*/}}
+{{- define "certctl.rbacHookAnnotations" -}}
+helm.sh/hook: pre-install,pre-upgrade,post-install,post-upgrade
+helm.sh/hook-weight: "-10"
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end -}}
+
+{{/*
+The first problem with the values, as a message naming the value to set; empty when there
+is none. templates/validate.yaml turns it into a failure.
+*/}}
+{{- define "certctl.problem" -}}
+{{- $t := .Values.targets -}}
+{{- if eq .Values.mode "sidecar" -}}
+certctl: mode "sidecar" (certctl run) is not available in this chart version yet; use mode: job
+{{- else if ne .Values.mode "job" -}}
+certctl: unknown mode {{ .Values.mode | quote }}; use mode: job
+{{- else if not .Values.webhook.service -}}
+certctl: webhook.service is required: the name of the webhook's Service, whose DNS names the server certificate covers (--set webhook.service=NAME)
+{{- else if not (or $t.validatingWebhooks $t.mutatingWebhooks $t.crds $t.apiServices $t.webhookSelector) -}}
+certctl: at least one target is required to receive the CA bundle: set targets.validatingWebhooks, targets.mutatingWebhooks, targets.crds, targets.apiServices or targets.webhookSelector
+{{- else if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+certctl: serviceAccount.name is required when serviceAccount.create is false (an existing ServiceAccount for the hook Jobs)
+{{- end -}}
+{{- end -}}
+
+{{/*
+The certctl command line of a hook Job: call with (dict "root" $ "phase" "secret|inject").
+Both phases get the same Secret and certificate flags: the inject phase validates the
+Secret against them before it trusts its ca.crt. Only the inject phase gets the targets:
+the secret phase runs before the webhook's own objects exist and must not look for them.
+Every list value becomes one flag per item.
+*/}}
+{{- define "certctl.jobArgs" -}}
+{{- $v := .root.Values -}}
+- job
+- --phase
+- {{ .phase }}
+- -n
+- {{ include "certctl.webhookNamespace" .root | quote }}
+- --secret
+- {{ $v.secretName | quote }}
+- --service
+- {{ $v.webhook.service | quote }}
+{{- range $v.certificate.extraDnsNames }}
+- --dns-name
+- {{ . | quote }}
+{{- end }}
+{{- range $v.certificate.ipAddresses }}
+- --ip
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.clusterDomain }}
+- --cluster-domain
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.keyType }}
+- --key-type
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.caValidity }}
+- --ca-validity
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.certValidity }}
+- --cert-validity
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.renewBefore }}
+- --renew-before
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.caName }}
+- --ca-name
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.caOrganization }}
+- --ca-organization
+- {{ . | quote }}
+{{- end }}
+{{- if $v.adopt }}
+- --adopt
+{{- end }}
+{{- if eq .phase "inject" }}
+{{- range $v.targets.validatingWebhooks }}
+- --validating-webhook
+- {{ . | quote }}
+{{- end }}
+{{- range $v.targets.mutatingWebhooks }}
+- --mutating-webhook
+- {{ . | quote }}
+{{- end }}
+{{- range $v.targets.crds }}
+- --crd
+- {{ . | quote }}
+{{- end }}
+{{- range $v.targets.apiServices }}
+- --apiservice
+- {{ . | quote }}
+{{- end }}
+{{- with $v.targets.webhookSelector }}
+- --webhook-selector
+- {{ . | quote }}
+{{- end }}
+{{- with $v.job.waitForTargets }}
+- --wait-for-targets
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- with $v.logLevel }}
+- --log-level
+- {{ . | quote }}
+{{- end }}
+{{- with $v.logFormat }}
+- --log-format
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* A hook Job: call with (dict "root" $ "phase" "secret|inject" "hook" "..." "weight" "0"). */}}
+{{- define "certctl.job" -}}
+{{- $root := .root -}}
+{{- $v := $root.Values -}}
+{{- $component := printf "%s-job" .phase -}}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ include "certctl.jobName" . }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "certctl.labels" (dict "root" $root "component" $component) | nindent 4 }}
+  annotations:
+    helm.sh/hook: {{ .hook }}
+    helm.sh/hook-weight: {{ .weight | quote }}
+    # A succeeded Job goes away with its phase; a failed one stays for `kubectl logs`
+    # until the next install/upgrade replaces it.
+    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+spec:
+  backoffLimit: {{ $v.job.backoffLimit }}
+  activeDeadlineSeconds: {{ $v.job.activeDeadlineSeconds }}
+  template:
+    metadata:
+      labels:
+        {{- include "certctl.labels" (dict "root" $root "component" $component) | nindent 8 }}
+        {{- with $v.job.podLabels }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with $v.job.podAnnotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      # Retries are new pods (backoffLimit), so a failed attempt keeps its log.
+      restartPolicy: Never
+      serviceAccountName: {{ include "certctl.serviceAccountName" $root }}
+      # certctl talks to the API server with this token; it must be mounted.
+      automountServiceAccountToken: true
+      {{- with $v.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.job.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
+      {{- with $v.job.podSecurityContext }}
+      securityContext:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.job.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.job.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $v.job.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: certctl
+          image: {{ include "certctl.image" $root | quote }}
+          imagePullPolicy: {{ $v.image.pullPolicy }}
+          args:
+            {{- include "certctl.jobArgs" (dict "root" $root "phase" .phase) | nindent 12 }}
+          {{- with $v.job.securityContext }}
+          securityContext:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+          {{- with $v.job.resources }}
+          resources:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
+{{- end -}}
