@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The main job on an embedded default, end to end:
 #  1. build certctl; generate a CA and server pair offline and check it;
-#  2. start the Kubernetes API emulator, create a namespace, the webhook's Service and a
-#     ValidatingWebhookConfiguration with kubectl, and store a generated pair in the Secret
-#     (`certctl generate -o secret | kubectl apply -f -`);
-#  3. `certctl check` the Secret and the webhook configuration (its caBundle is still empty);
-#  4. prove the Secret's pair with a real TLS handshake: openssl s_server serves tls.crt and
-#     tls.key read back from the Secret; openssl s_client trusts only its ca.crt and verifies
-#     the name the API server uses.
+#  2. start the Kubernetes API emulator; create a namespace, the webhook's Service and a
+#     ValidatingWebhookConfiguration with kubectl;
+#  3. `certctl check` reports what is missing; 4. `certctl job` creates the Secret and
+#     injects the CA bundle; 5. `certctl check` is green; 6. a second job writes nothing;
+#  7. prove it with a real TLS handshake: openssl s_server serves tls.crt and tls.key read
+#     back from the Secret; openssl s_client trusts only the caBundle read back from the
+#     webhook configuration and verifies the name the API server uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/tls_proof.sh
@@ -54,26 +54,35 @@ webhooks:
   rules:
   - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
 YAML
-echo "== certctl generate -o secret | kubectl apply -f -"
-"$certctl" generate --service "$service" -n "$namespace" --secret "$secret" -o secret \
-  --log-level warn | kubectl apply -f -
-kubectl get secret "$secret" -n "$namespace" -o jsonpath='{.type}{"  "}{.metadata.labels}{"\n"}'
-
-echo "== 3. certctl check --secret $secret -n $namespace --validating-webhook $service"
+echo "== 3. certctl check before certctl has run: no Secret, empty caBundle"
 rc=0
 "$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
   --validating-webhook "$service" || rc=$?
 if [[ $rc -ne 1 ]]; then
-  echo "demo: expected check to report the empty caBundle (exit 1), got exit $rc" >&2
+  echo "demo: expected check to report findings (exit 1), got exit $rc" >&2
   exit 1
 fi
-echo "(exit 1 as expected: the Secret is valid, the caBundle is not injected yet)"
 
-echo "== 4. TLS handshake with the Secret's pair, trusting only its ca.crt, verifying $host"
-for key in tls.crt tls.key ca.crt; do
+echo "== 4. certctl job: create the Secret, inject the CA bundle"
+"$certctl" job -n "$namespace" --service "$service" --secret "$secret" \
+  --validating-webhook "$service"
+kubectl get secret "$secret" -n "$namespace" -o jsonpath='{.type}{"  "}{.metadata.labels}{"\n"}'
+
+echo "== 5. certctl check: healthy"
+"$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
+  --validating-webhook "$service"
+
+echo "== 6. certctl job again: a steady cluster sees no write"
+"$certctl" job -n "$namespace" --service "$service" --secret "$secret" \
+  --validating-webhook "$service"
+
+echo "== 7. TLS handshake: the Secret's pair served, only the webhook's caBundle trusted, $host verified"
+for key in tls.crt tls.key; do
   kubectl get secret "$secret" -n "$namespace" -o "jsonpath={.data.${key//./\\.}}" |
     base64 -d >"$workdir/$key"
 done
-tls_proof "$workdir/tls.crt" "$workdir/tls.key" "$workdir/ca.crt" "$host"
+kubectl get validatingwebhookconfiguration "$service" \
+  -o 'jsonpath={.webhooks[0].clientConfig.caBundle}' | base64 -d >"$workdir/ca-bundle.crt"
+tls_proof "$workdir/tls.crt" "$workdir/tls.key" "$workdir/ca-bundle.crt" "$host"
 
-echo "== demo passed: $host is served with a certificate the API server would trust"
+echo "== demo passed: $host is served with a certificate the API server trusts"

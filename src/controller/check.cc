@@ -93,7 +93,10 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
       continue;
     }
     for (const inject::BundleSlot& slot : *slots) {
-      const std::string problem = have_ca ? BundleProblem(slot.bundle, required) : "";
+      // An empty caBundle is wrong whatever the Secret holds.
+      const std::string problem = have_ca               ? BundleProblem(slot.bundle, required)
+                                  : slot.bundle.empty() ? "caBundle is empty"
+                                                        : "";
       if (!problem.empty()) {
         report.other_findings.push_back(
             {FindingCode::kCaBundleMismatch,
