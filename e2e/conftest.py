@@ -10,6 +10,7 @@ import signal
 import pytest
 
 from harness import Cluster
+from harness.fixtures import *  # noqa: F401,F403
 
 TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "60"))
 

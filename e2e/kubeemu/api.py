@@ -443,13 +443,14 @@ class API:
         meta["creationTimestamp"] = codec.fmt_time(codec.now())
         if res.generation:
             meta["generation"] = 1
+        # The name is generated before the strategy runs (Job labels carry it).
+        generate = not meta.get("name")
+        if generate:
+            meta["name"] = self._generate_name(meta["generateName"])
         strategy = kinds.strategy(res)
         strategy.prepare_create(obj)
         strategy.defaults(obj)
         rv_set = meta.pop("resourceVersion", None)
-        generate = not meta.get("name")
-        if generate:
-            meta["name"] = self._generate_name(meta["generateName"])
         self._validate(res, obj, None)
         if rv_set:
             raise ApiError(500, "", "resourceVersion should not be set on objects to be "

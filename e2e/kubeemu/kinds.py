@@ -5,6 +5,7 @@ spec (section 6) describes; the remaining kinds get the generic ObjectMeta check
 Validators return lists of errors.FieldError; the caller turns them into one 422.
 """
 
+import json
 import re
 import ssl
 import urllib.parse
@@ -669,6 +670,149 @@ class PodKind(Kind):
         obj["status"] = {"phase": "Pending"}
 
 
+# --- batch/v1 -----------------------------------------------------------------------------
+
+JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
+CONTROLLER_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+_DEFAULT_MODE_VOLUMES = ("secret", "configMap", "projected", "downwardAPI")
+
+
+def _image_pull_policy(image):
+    """SetDefaults_Container: Always for :latest or an untagged image, else IfNotPresent."""
+    if "@" in image:
+        return "IfNotPresent"
+    tail = image.rsplit("/", 1)[-1]
+    tag = tail.split(":", 1)[1] if ":" in tail else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def default_pod_template(template):
+    """The core/v1 defaults of a PodTemplateSpec (not those of a Pod: no enableServiceLinks)."""
+    if not isinstance(template, dict):
+        return
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    # v1 <-> internal conversion keeps the deprecated serviceAccount field in step.
+    if spec.get("serviceAccountName"):
+        spec["serviceAccount"] = spec["serviceAccountName"]
+    elif spec.get("serviceAccount"):
+        spec["serviceAccountName"] = spec["serviceAccount"]
+    for field in ("initContainers", "containers"):
+        for c in spec.get(field) or []:
+            if not isinstance(c, dict):
+                continue
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("terminationMessagePolicy", "File")
+            if isinstance(c.get("image"), str):
+                c.setdefault("imagePullPolicy", _image_pull_policy(c["image"]))
+            c.setdefault("resources", {})
+            for port in c.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+            for env in c.get("env") or []:
+                ref = (env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) \
+                    else None
+                if isinstance(ref, dict):
+                    ref.setdefault("apiVersion", "v1")
+    for volume in spec.get("volumes") or []:
+        for kind in _DEFAULT_MODE_VOLUMES:
+            if isinstance(volume, dict) and isinstance(volume.get(kind), dict):
+                volume[kind].setdefault("defaultMode", 420)
+
+
+class JobKind(Kind):
+    """batch/v1 Job: SetDefaults_Job, the pod template defaults, generateSelector."""
+
+    def defaults(self, obj):
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        if "completions" not in spec and "parallelism" not in spec:
+            spec["completions"] = 1
+        spec.setdefault("parallelism", 1)
+        if "backoffLimit" not in spec:
+            spec["backoffLimit"] = 2147483647 if "backoffLimitPerIndex" in spec else 6
+        template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+        labels = (template.get("metadata") or {}).get("labels")
+        if labels and not obj["metadata"].get("labels"):
+            obj["metadata"]["labels"] = dict(labels)
+        spec.setdefault("completionMode", "NonIndexed")
+        spec.setdefault("suspend", False)
+        spec.setdefault("podReplacementPolicy",
+                        "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+        default_pod_template(template)
+
+    def prepare_create(self, obj):
+        """generateSelector: job-name and controller-uid labels, selector on the uid."""
+        spec = obj.get("spec")
+        if isinstance(spec, dict) and not spec.get("manualSelector"):
+            meta = obj["metadata"]
+            template = spec.setdefault("template", {})
+            if isinstance(template, dict):
+                tmeta = template.setdefault("metadata", {})
+                labels = tmeta.setdefault("labels", {})
+                for key in JOB_NAME_LABELS:
+                    labels.setdefault(key, meta.get("name", ""))
+                for key in CONTROLLER_UID_LABELS:
+                    labels.setdefault(key, meta["uid"])
+            selector = spec.get("selector")
+            if not isinstance(selector, dict):
+                selector = spec["selector"] = {}
+            match = selector.get("matchLabels")
+            if not isinstance(match, dict):
+                match = selector["matchLabels"] = {}
+            match.setdefault("batch.kubernetes.io/controller-uid", meta["uid"])
+        obj["status"] = {}
+
+    def validate(self, obj, old):
+        errs = []
+        spec = obj.get("spec") or {}
+        for field in ("parallelism", "completions", "activeDeadlineSeconds", "backoffLimit"):
+            value = spec.get(field)
+            if isinstance(value, int) and value < 0:
+                errs.append(invalid(f"spec.{field}", value,
+                                    "must be greater than or equal to 0"))
+        pod = (spec.get("template") or {}).get("spec") or {}
+        if not pod.get("containers"):
+            errs.append(required("spec.template.spec.containers"))
+        policy = pod.get("restartPolicy", "Always")
+        if policy not in ("OnFailure", "Never"):
+            errs.append(not_supported("spec.template.spec.restartPolicy", policy,
+                                      ["OnFailure", "Never"]))
+        selector = spec.get("selector")
+        if not selector:
+            errs.append(required("spec.selector"))
+        else:
+            errs += validate_label_selector(selector, "spec.selector")
+            template_labels = ((spec.get("template") or {}).get("metadata") or {}).get(
+                "labels") or {}
+            wanted = selector.get("matchLabels") or {}
+            if any(template_labels.get(k) != v for k, v in wanted.items()):
+                errs.append(invalid("spec.template.metadata.labels", errors.GoRepr(
+                    "map[string]string{" + ", ".join(
+                        f"{json.dumps(k)}:{json.dumps(v)}"
+                        for k, v in sorted(template_labels.items())) + "}"),
+                    "`selector` does not match template `labels`"))
+        if old is not None:
+            old_spec = old.get("spec") or {}
+            for field in ("selector", "completions", "completionMode"):
+                if spec.get(field) != old_spec.get(field):
+                    errs.append(invalid(f"spec.{field}", spec.get(field),
+                                        "field is immutable"))
+            if spec.get("template") != old_spec.get("template") and \
+                    not old_spec.get("suspend"):
+                # The real value is the Go struct dump of core.PodTemplateSpec.
+                errs.append(invalid("spec.template", errors.GoRepr("core.PodTemplateSpec{...}"),
+                                    "field is immutable"))
+        return errs
+
+
 STRATEGIES = {
     ("", "namespaces"): NamespaceKind(),
     ("", "secrets"): SecretKind(),
@@ -676,6 +820,7 @@ STRATEGIES = {
     ("", "events"): EventKind(v1=False),
     ("events.k8s.io", "events"): EventKind(v1=True),
     ("", "pods"): PodKind(),
+    ("batch", "jobs"): JobKind(),
     ("coordination.k8s.io", "leases"): LeaseKind(),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"):
         WebhookConfigurationKind(mutating=False),

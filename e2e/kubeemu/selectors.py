@@ -196,7 +196,13 @@ _EXTRA_FIELDS = {
                      "involvedObject.uid", "involvedObject.apiVersion",
                      "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
                      "reportingComponent", "source", "type"],
+    ("batch", "jobs"): ["status.successful"],
 }
+# Kinds whose field label conversion function words the rejection itself.
+_REJECT = {("batch", "jobs"): 'field label "{}" not supported for batchv1.Job'}
+# Selectable fields that are not the object's own path.
+_FIELD_VALUES = {("batch", "jobs"): {
+    "status.successful": lambda obj: str((obj.get("status") or {}).get("succeeded") or 0)}}
 
 
 def _unescape(v):
@@ -204,8 +210,9 @@ def _unescape(v):
 
 
 class FieldSelector:
-    def __init__(self, terms):
+    def __init__(self, terms, res=None):
         self.terms = terms  # [(field, op, value)], op in {"=", "!="}
+        self.computed = _FIELD_VALUES.get((res.group, res.resource), {}) if res else {}
 
     @staticmethod
     def parse(text, res):
@@ -226,11 +233,14 @@ class FieldSelector:
             # events.k8s.io/v1 names the involved object "regarding".
             if field not in allowed and not (res.group == "events.k8s.io" and
                                              field.startswith("regarding.")):
+                reject = _REJECT.get((res.group, res.resource))
+                if reject:
+                    raise errors.bad_request(reject.format(field))
                 if res.group == "":
                     raise errors.bad_request(f"field label not supported: {field}")
                 raise errors.bad_request(f'"{field}" is not a known field selector: only '
                                          f'"metadata.name", "metadata.namespace"')
-        return FieldSelector(terms)
+        return FieldSelector(terms, res)
 
     def exact_name(self):
         """The name when the selector pins metadata.name=X (used by RBAC, as the apiserver does)."""
@@ -243,6 +253,8 @@ class FieldSelector:
         for field, op, value in self.terms:
             if field == "source":
                 actual = _event_source(obj)
+            elif field in self.computed:
+                actual = self.computed[field](obj)
             else:
                 field = field.replace("regarding.", "involvedObject.", 1) \
                     if field.startswith("regarding.") else field

