@@ -1,0 +1,92 @@
+"""The chart for real: `helm install` and `helm upgrade` of manifests/helm/certctl against the
+emulator. The harness runs the hook Jobs with the certctl binary, as the Jobs' service account
+with exactly the chart's RBAC, so every request certctl makes is judged by that RBAC."""
+
+import base64
+import json
+import os
+import subprocess
+
+from harness.certctl import api_service, crd, webhook_configuration
+from harness.helm import REPO, find_helm, helm_env
+
+NS = "infra"
+RELEASE = "rel"
+SERVICE_ACCOUNT = f"system:serviceaccount:{NS}:{RELEASE}-certctl"
+CHART = os.path.join(REPO, "manifests", "helm", "certctl")
+VALUES = {
+    "image": {"repository": "ghcr.io/certctl/certctl", "tag": "test"},
+    "webhook": {"service": "hook"},
+    "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
+                "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]},
+    "job": {"waitForTargets": "30s"},
+}
+
+
+def helm(cluster, tmp_path, *args):
+    values = tmp_path / "values.json"
+    values.write_text(json.dumps(VALUES))  # JSON is YAML
+    proc = subprocess.run([find_helm(), *args, "--namespace", NS, "-f", str(values)],
+                          capture_output=True, text=True, timeout=150,
+                          env=helm_env(tmp_path / "helm-home", cluster.kubeconfig()))
+    assert proc.returncode == 0, f"helm {args[0]} failed:\n{proc.stdout}{proc.stderr}"
+    return proc
+
+
+def bundles(cluster):
+    out = []
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        obj = json.loads(cluster.kubectl("get", kind, "hook", "-o", "json").stdout)
+        out += [w["clientConfig"].get("caBundle", "") for w in obj["webhooks"]]
+    obj = json.loads(cluster.kubectl("get", "crd", "widgets.hook.io", "-o", "json").stdout)
+    out.append(obj["spec"]["conversion"]["webhook"]["clientConfig"].get("caBundle", ""))
+    obj = json.loads(cluster.kubectl("get", "apiservice", "v1.metrics.hook.io", "-o",
+                                     "json").stdout)
+    out.append(obj["spec"].get("caBundle", ""))
+    return [base64.b64decode(b).decode() for b in out]
+
+
+def test_helm_install_then_upgrade(cluster, kubelet, tmp_path):
+    cluster.kubectl("create", "namespace", NS)
+    for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook",
+                                      ["a.hook.io", "b.hook.io", "c.hook.io"]),
+                webhook_configuration("MutatingWebhookConfiguration", "hook", ["m.hook.io"]),
+                crd("widgets.hook.io"), api_service("metrics.hook.io")):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+    helm(cluster, tmp_path, "install", RELEASE, CHART, "--wait", "--timeout", "120s")
+    secret_job = kubelet.wait_for(f"{RELEASE}-certctl-secret")
+    inject_job = kubelet.wait_for(f"{RELEASE}-certctl-inject")
+    assert secret_job.succeeded and inject_job.succeeded, (secret_job.runs, inject_job.runs)
+    assert [r.user for r in secret_job.runs + inject_job.runs] == [SERVICE_ACCOUNT] * 2
+    assert "created secret/infra/webhook-server-cert" in secret_job.runs[0].stderr
+    assert "injected the CA bundle into 6 of 6" in inject_job.runs[0].stderr
+
+    secret = json.loads(cluster.kubectl("get", "secret", "webhook-server-cert", "-n", NS,
+                                        "-o", "json").stdout)
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "certctl"
+    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+    assert set(bundles(cluster)) == {ca}
+    # The chart's RBAC was enough: certctl was never refused.
+    refused = [e for e in cluster.request_log()["requests"]
+               if e["user"] == SERVICE_ACCOUNT and e["code"] == 403]
+    assert refused == []
+    status = subprocess.run([find_helm(), "status", RELEASE, "-n", NS, "-o", "json"],
+                            capture_output=True, text=True,
+                            env=helm_env(tmp_path / "helm-home", cluster.kubeconfig()))
+    assert json.loads(status.stdout)["info"]["status"] == "deployed"
+    # hook-succeeded: Jobs and their RBAC are gone once the release is deployed.
+    jobs = json.loads(cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)["items"]
+    assert jobs == []
+
+    # Upgrade: the hooks run again and find nothing to do.
+    cluster.reset_request_log()
+    helm(cluster, tmp_path, "upgrade", RELEASE, CHART, "--wait", "--timeout", "120s")
+    secret_job = kubelet.wait_for(f"{RELEASE}-certctl-secret", count=2)
+    inject_job = kubelet.wait_for(f"{RELEASE}-certctl-inject", count=2)
+    assert secret_job.succeeded and inject_job.succeeded
+    assert "nothing to do" in secret_job.runs[-1].stderr
+    assert "already hold the CA bundle" in inject_job.runs[-1].stderr
+    writes = [e for e in cluster.request_log()["writes"] if e["user"] == SERVICE_ACCOUNT]
+    assert writes == []
+    assert set(bundles(cluster)) == {ca}
