@@ -25,27 +25,32 @@ std::string Milliseconds(std::chrono::steady_clock::duration elapsed) {
 }
 
 // The CA bundle for the inject phase: ca.crt of the Secret, which must hold a valid pair.
+// One GET: a steady cluster sees one read per object.
 Result<std::string> StoredBundle(kube::Client& client, const std::string& ns,
                                  const std::string& name, const pki::ValidationPolicy& policy,
                                  const Clock& clock) {
-  auto report = controller::CheckSecret(client, ns, name, policy, clock.Now());
-  if (!report) {
-    return Fail(report.error());
-  }
   const std::string object = controller::SecretObjectName(ns, name);
-  if (!report->ok()) {
+  auto secret = client.Get(kube::kSecrets, ns, name);
+  if (!secret) {
+    return Fail(secret.error().Wrap("get " + object));
+  }
+  if (!secret->has_value()) {
+    return Fail(ErrorCode::kNotFound, object + " does not exist; run the secret phase first");
+  }
+  controller::SecretPair pair = controller::ReadSecretPair(**secret);
+  std::vector<Finding> findings = pair.findings;
+  const std::vector<Finding> validation =
+      pki::Validate(pair.source, policy, clock.Now()).AllFindings();
+  findings.insert(findings.end(), validation.begin(), validation.end());
+  if (!findings.empty()) {
     std::string reasons;
-    for (const Finding& finding : report->AllFindings()) {
+    for (const Finding& finding : findings) {
       reasons += (reasons.empty() ? "" : "; ") + finding.object + ": " + finding.message;
     }
     return Fail(ErrorCode::kFailedPrecondition, object + " does not hold a valid pair (" + reasons +
                                                     "); run the secret phase first");
   }
-  auto secret = client.Get(kube::kSecrets, ns, name);
-  if (!secret || !secret->has_value()) {
-    return Fail(ErrorCode::kNotFound, object + " disappeared while it was read");
-  }
-  return *controller::ReadSecretPair(**secret).source.ca_pem;
+  return *pair.source.ca_pem;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@ kubectl and the emulator's request log, ending with a real TLS handshake."""
 
 import base64
 import json
+from collections import Counter
 import subprocess
 import threading
 import time
@@ -122,6 +123,16 @@ def test_fresh_cluster_then_steady_state(hook, certctl_binary):
     assert log["writes"] == []
     reads = [(e["resource"], e["name"]) for e in log["requests"] if e["verb"] == "get"]
     assert len(reads) == len(set(reads)) == 5, reads
+
+    # The Helm hooks run the phases apart: still no write, still one read per object.
+    hook.reset_request_log()
+    for phase in ("secret", "inject"):
+        assert job(hook, certctl_binary, phase=phase).returncode == 0
+    log = hook.request_log()
+    assert log["writes"] == []
+    reads = Counter((e["resource"], e["name"]) for e in log["requests"] if e["verb"] == "get")
+    assert reads.pop(("secrets", SECRET)) == 2, reads  # once per phase
+    assert len(reads) == 4 and set(reads.values()) == {1}, reads
 
 
 def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
