@@ -3,14 +3,99 @@
 #include <cctype>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <curl/curl.h>
 
 #include "certctl/kube/transport.h"
 
+#include <dlfcn.h>
+
 namespace certctl::kube {
 namespace {
+
+// libcurl is loaded on first use rather than linked: Debian's libcurl pulls in some thirty
+// shared libraries (LDAP, Kerberos, SSH, GnuTLS for RTMP, ...) whose loading and start-up
+// cost about 9 ms, which every command would pay, also the offline ones.
+struct CurlApi {
+  CURLcode (*global_init)(long flags);
+  CURL* (*easy_init)();
+  CURLcode (*easy_setopt)(CURL* handle, CURLoption option, ...);
+  CURLcode (*easy_perform)(CURL* handle);
+  void (*easy_reset)(CURL* handle);
+  void (*easy_cleanup)(CURL* handle);
+  const char* (*easy_strerror)(CURLcode code);
+  CURLM* (*multi_init)();
+  CURLMcode (*multi_add_handle)(CURLM* multi, CURL* handle);
+  CURLMcode (*multi_remove_handle)(CURLM* multi, CURL* handle);
+  CURLMcode (*multi_perform)(CURLM* multi, int* running);
+  CURLMcode (*multi_poll)(CURLM* multi, struct curl_waitfd* extra, unsigned int count,
+                          int timeout_ms, int* numfds);
+  CURLMsg* (*multi_info_read)(CURLM* multi, int* queued);
+  CURLMcode (*multi_cleanup)(CURLM* multi);
+  const char* (*multi_strerror)(CURLMcode code);
+  curl_slist* (*slist_append)(curl_slist* list, const char* text);
+  void (*slist_free_all)(curl_slist* list);
+  CURLU* (*url)();
+  void (*url_cleanup)(CURLU* url);
+  CURLUcode (*url_get)(const CURLU* url, CURLUPart part, char** out, unsigned int flags);
+  CURLUcode (*url_set)(CURLU* url, CURLUPart part, const char* text, unsigned int flags);
+  void (*free)(void* pointer);
+  curl_version_info_data* (*version_info)(CURLversion version);
+};
+
+CurlApi curl_api;
+
+// Fills curl_api once; an empty string means it is ready, else what went wrong.
+const std::string& LoadCurl() {
+  static std::once_flag once;
+  static std::string failure;
+  std::call_once(once, [] {
+    // Never closed: the process keeps libcurl until it exits.
+    void* library = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      const char* reason = ::dlerror();
+      failure = std::string("cannot load libcurl.so.4: ") + (reason ? reason : "unknown error");
+      return;
+    }
+    auto bind = [&](auto& function, const char* name) {
+      void* symbol = ::dlsym(library, name);
+      if (symbol == nullptr && failure.empty()) {
+        failure = std::string("libcurl.so.4 lacks ") + name;
+      }
+      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(symbol);
+    };
+    bind(curl_api.global_init, "curl_global_init");
+    bind(curl_api.easy_init, "curl_easy_init");
+    bind(curl_api.easy_setopt, "curl_easy_setopt");
+    bind(curl_api.easy_perform, "curl_easy_perform");
+    bind(curl_api.easy_reset, "curl_easy_reset");
+    bind(curl_api.easy_cleanup, "curl_easy_cleanup");
+    bind(curl_api.easy_strerror, "curl_easy_strerror");
+    bind(curl_api.multi_init, "curl_multi_init");
+    bind(curl_api.multi_add_handle, "curl_multi_add_handle");
+    bind(curl_api.multi_remove_handle, "curl_multi_remove_handle");
+    bind(curl_api.multi_perform, "curl_multi_perform");
+    bind(curl_api.multi_poll, "curl_multi_poll");
+    bind(curl_api.multi_info_read, "curl_multi_info_read");
+    bind(curl_api.multi_cleanup, "curl_multi_cleanup");
+    bind(curl_api.multi_strerror, "curl_multi_strerror");
+    bind(curl_api.slist_append, "curl_slist_append");
+    bind(curl_api.slist_free_all, "curl_slist_free_all");
+    bind(curl_api.url, "curl_url");
+    bind(curl_api.url_cleanup, "curl_url_cleanup");
+    bind(curl_api.url_get, "curl_url_get");
+    bind(curl_api.url_set, "curl_url_set");
+    bind(curl_api.free, "curl_free");
+    bind(curl_api.version_info, "curl_version_info");
+  });
+  return failure;
+}
+
+// Only called once LoadCurl() succeeded: a transport exists only after that.
+const CurlApi& Curl() { return curl_api; }
 
 // Idle easy handles kept for reuse (each holds its own live connections).
 constexpr std::size_t kMaxIdleHandles = 8;
@@ -21,33 +106,33 @@ constexpr std::size_t kMaxBody = 256 * 1024 * 1024;
 constexpr int kStreamPollMs = 100;
 
 struct EasyDeleter {
-  void operator()(CURL* handle) const { curl_easy_cleanup(handle); }
+  void operator()(CURL* handle) const { Curl().easy_cleanup(handle); }
 };
 using EasyHandle = std::unique_ptr<CURL, EasyDeleter>;
 
 struct MultiDeleter {
-  void operator()(CURLM* handle) const { curl_multi_cleanup(handle); }
+  void operator()(CURLM* handle) const { Curl().multi_cleanup(handle); }
 };
 using MultiHandle = std::unique_ptr<CURLM, MultiDeleter>;
 
 struct SlistDeleter {
-  void operator()(curl_slist* list) const { curl_slist_free_all(list); }
+  void operator()(curl_slist* list) const { Curl().slist_free_all(list); }
 };
 using Slist = std::unique_ptr<curl_slist, SlistDeleter>;
 
 struct UrlDeleter {
-  void operator()(CURLU* url) const { curl_url_cleanup(url); }
+  void operator()(CURLU* url) const { Curl().url_cleanup(url); }
 };
 
 CURLcode GlobalInit() {
   static std::once_flag once;
   static CURLcode result = CURLE_OK;
-  std::call_once(once, [] { result = curl_global_init(CURL_GLOBAL_DEFAULT); });
+  std::call_once(once, [] { result = Curl().global_init(CURL_GLOBAL_DEFAULT); });
   return result;
 }
 
 bool Append(Slist& list, const std::string& line) {
-  curl_slist* appended = curl_slist_append(list.get(), line.c_str());
+  curl_slist* appended = Curl().slist_append(list.get(), line.c_str());
   if (appended == nullptr) {
     return false;
   }
@@ -142,7 +227,7 @@ class CurlTransport final : public HttpTransport {
         !configured) {
       return Fail(configured.error());
     }
-    const CURLcode code = curl_easy_perform(handle.get());
+    const CURLcode code = Curl().easy_perform(handle.get());
     auto result = Finish(code, transfer, error_buffer);
     Return(std::move(handle));
     return result;
@@ -152,8 +237,8 @@ class CurlTransport final : public HttpTransport {
                               const std::function<bool()>& cancelled) override {
     // A fresh handle driven through a multi handle, so `cancelled` can be polled between
     // short waits even when the server sends nothing for minutes.
-    EasyHandle handle(curl_easy_init());
-    MultiHandle multi(curl_multi_init());
+    EasyHandle handle(Curl().easy_init());
+    MultiHandle multi(Curl().multi_init());
     if (!handle || !multi) {
       return Fail(ErrorCode::kInternal, "curl_easy_init/curl_multi_init failed");
     }
@@ -167,7 +252,7 @@ class CurlTransport final : public HttpTransport {
         !configured) {
       return Fail(configured.error());
     }
-    if (curl_multi_add_handle(multi.get(), handle.get()) != CURLM_OK) {
+    if (Curl().multi_add_handle(multi.get(), handle.get()) != CURLM_OK) {
       return Fail(ErrorCode::kInternal, "curl_multi_add_handle failed");
     }
     CURLcode code = CURLE_OK;
@@ -178,17 +263,17 @@ class CurlTransport final : public HttpTransport {
         break;
       }
       int running = 0;
-      CURLMcode multi_code = curl_multi_perform(multi.get(), &running);
+      CURLMcode multi_code = Curl().multi_perform(multi.get(), &running);
       if (multi_code == CURLM_OK && running > 0) {
-        multi_code = curl_multi_poll(multi.get(), nullptr, 0, kStreamPollMs, nullptr);
+        multi_code = Curl().multi_poll(multi.get(), nullptr, 0, kStreamPollMs, nullptr);
       }
       if (multi_code != CURLM_OK) {
-        curl_multi_remove_handle(multi.get(), handle.get());
-        return Fail(ErrorCode::kUnavailable, curl_multi_strerror(multi_code));
+        Curl().multi_remove_handle(multi.get(), handle.get());
+        return Fail(ErrorCode::kUnavailable, Curl().multi_strerror(multi_code));
       }
       if (running == 0) {
         int left = 0;
-        while (CURLMsg* message = curl_multi_info_read(multi.get(), &left)) {
+        while (CURLMsg* message = Curl().multi_info_read(multi.get(), &left)) {
           if (message->msg == CURLMSG_DONE) {
             code = message->data.result;
           }
@@ -196,7 +281,7 @@ class CurlTransport final : public HttpTransport {
         break;
       }
     }
-    curl_multi_remove_handle(multi.get(), handle.get());
+    Curl().multi_remove_handle(multi.get(), handle.get());
     if (was_cancelled) {
       transfer.response.body.clear();
       return transfer.response;
@@ -212,11 +297,11 @@ class CurlTransport final : public HttpTransport {
         EasyHandle handle = std::move(idle_.back());
         idle_.pop_back();
         // Forgets the options, keeps live connections and the TLS session cache.
-        curl_easy_reset(handle.get());
+        Curl().easy_reset(handle.get());
         return handle;
       }
     }
-    return EasyHandle(curl_easy_init());
+    return EasyHandle(Curl().easy_init());
   }
 
   void Return(EasyHandle handle) {
@@ -235,7 +320,7 @@ class CurlTransport final : public HttpTransport {
                   "response body larger than " + std::to_string(kMaxBody) + " bytes");
     }
     if (code != CURLE_OK) {
-      std::string message = curl_easy_strerror(code);
+      std::string message = Curl().easy_strerror(code);
       if (error_buffer[0] != '\0') {
         message += ": ";
         message += error_buffer;
@@ -254,37 +339,37 @@ class CurlTransport final : public HttpTransport {
   // header keeps naming the real host as Go sends it.
   Status RedirectForServerName(const std::string& url, std::string& effective_url, Slist& headers,
                                Slist& connect_to) const {
-    std::unique_ptr<CURLU, UrlDeleter> parsed(curl_url());
-    if (!parsed || curl_url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    std::unique_ptr<CURLU, UrlDeleter> parsed(Curl().url());
+    if (!parsed || Curl().url_set(parsed.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
       return Fail(ErrorCode::kInvalidArgument, "cannot parse URL " + url);
     }
     char* host = nullptr;
     char* port = nullptr;
     char* explicit_port = nullptr;
-    if (curl_url_get(parsed.get(), CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-        curl_url_get(parsed.get(), CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
-      curl_free(host);
-      curl_free(port);
+    if (Curl().url_get(parsed.get(), CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+        Curl().url_get(parsed.get(), CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+      Curl().free(host);
+      Curl().free(port);
       return Fail(ErrorCode::kInvalidArgument, "cannot parse URL " + url);
     }
     const bool has_explicit_port =
-        curl_url_get(parsed.get(), CURLUPART_PORT, &explicit_port, 0) == CURLUE_OK;
+        Curl().url_get(parsed.get(), CURLUPART_PORT, &explicit_port, 0) == CURLUE_OK;
     const std::string real_host(host);
     const std::string real_port(port);
-    curl_free(host);
-    curl_free(port);
-    curl_free(explicit_port);
+    Curl().free(host);
+    Curl().free(port);
+    Curl().free(explicit_port);
 
-    if (curl_url_set(parsed.get(), CURLUPART_HOST, tls_.server_name.c_str(), 0) != CURLUE_OK) {
+    if (Curl().url_set(parsed.get(), CURLUPART_HOST, tls_.server_name.c_str(), 0) != CURLUE_OK) {
       return Fail(ErrorCode::kInvalidArgument,
                   "tls-server-name \"" + tls_.server_name + "\" is not a valid host name");
     }
     char* rewritten = nullptr;
-    if (curl_url_get(parsed.get(), CURLUPART_URL, &rewritten, 0) != CURLUE_OK) {
+    if (Curl().url_get(parsed.get(), CURLUPART_URL, &rewritten, 0) != CURLUE_OK) {
       return Fail(ErrorCode::kInvalidArgument, "cannot rewrite URL " + url);
     }
     effective_url = rewritten;
-    curl_free(rewritten);
+    Curl().free(rewritten);
     if (!Append(connect_to,
                 tls_.server_name + ":" + real_port + ":" + real_host + ":" + real_port) ||
         !Append(headers, "Host: " + real_host + (has_explicit_port ? ":" + real_port : ""))) {
@@ -316,7 +401,7 @@ class CurlTransport final : public HttpTransport {
 
     bool ok = true;
     auto set = [&](CURLoption option, auto value) {
-      ok = ok && curl_easy_setopt(handle, option, value) == CURLE_OK;
+      ok = ok && Curl().easy_setopt(handle, option, value) == CURLE_OK;
     };
     set(CURLOPT_ERRORBUFFER, error_buffer);
     set(CURLOPT_URL, url.c_str());
@@ -396,15 +481,18 @@ class CurlTransport final : public HttpTransport {
 }  // namespace
 
 Result<std::unique_ptr<HttpTransport>> MakeCurlTransport(const TlsOptions& tls) {
+  if (const std::string& failure = LoadCurl(); !failure.empty()) {
+    return Fail(ErrorCode::kInternal, failure);
+  }
   if (const CURLcode code = GlobalInit(); code != CURLE_OK) {
     return Fail(ErrorCode::kInternal,
-                std::string("curl_global_init failed: ") + curl_easy_strerror(code));
+                std::string("curl_global_init failed: ") + Curl().easy_strerror(code));
   }
   if (tls.client_cert_pem.empty() != tls.client_key_pem.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
                 "TLS client certificate and key must be given together");
   }
-  const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+  const curl_version_info_data* info = Curl().version_info(CURLVERSION_NOW);
   if (info == nullptr || info->version_num < 0x075500 || info->ssl_version == nullptr ||
       std::string_view(info->ssl_version).find("OpenSSL") == std::string_view::npos) {
     return Fail(ErrorCode::kInternal,
