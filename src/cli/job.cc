@@ -43,11 +43,8 @@ Result<std::string> StoredBundle(kube::Client& client, const std::string& ns,
       pki::Validate(pair.source, policy, clock.Now()).AllFindings();
   findings.insert(findings.end(), validation.begin(), validation.end());
   if (!findings.empty()) {
-    std::string reasons;
-    for (const Finding& finding : findings) {
-      reasons += (reasons.empty() ? "" : "; ") + finding.object + ": " + finding.message;
-    }
-    return Fail(ErrorCode::kFailedPrecondition, object + " does not hold a valid pair (" + reasons +
+    return Fail(ErrorCode::kFailedPrecondition, object + " does not hold a valid pair (" +
+                                                    JoinFindings(findings) +
                                                     "); run the secret phase first");
   }
   return *pair.source.ca_pem;

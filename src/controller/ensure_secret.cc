@@ -110,15 +110,6 @@ std::string Describe(const std::vector<pki::PartFinding>& findings, bool ca_part
   return text;
 }
 
-std::string Describe(const std::vector<Finding>& findings) {
-  std::string text;
-  for (const Finding& finding : findings) {
-    text += text.empty() ? "" : "; ";
-    text += finding.object + ": " + finding.message;
-  }
-  return text;
-}
-
 // The stored CA, when ca.key parses and belongs to a CA certificate of ca.crt.
 std::optional<pki::KeyPair> StoredCa(const pki::PairSource& source) {
   if (!source.ca_pem || !source.ca_key_pem) {
@@ -228,7 +219,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       if (!validation.ok()) {
         return Fail(ErrorCode::kFailedPrecondition,
                     object + " is not managed by certctl and is not valid (" +
-                        Describe(validation.AllFindings()) +
+                        JoinFindings(validation.AllFindings()) +
                         "); it was left as it is (--adopt lets certctl take it over)");
       }
       return SecretOutcome{SecretAction::kNone, false, *pair.source.ca_pem, "",

@@ -44,4 +44,13 @@ std::optional<FindingCode> ParseFindingCode(std::string_view name) {
   return std::nullopt;
 }
 
+std::string JoinFindings(const std::vector<Finding>& findings) {
+  std::string text;
+  for (const Finding& finding : findings) {
+    text += text.empty() ? "" : "; ";
+    text += finding.object + ": " + finding.message;
+  }
+  return text;
+}
+
 }  // namespace certctl

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace certctl {
 
@@ -35,5 +36,8 @@ struct Finding {
       object;  // what it is about: a file path, "tls.crt", "validatingwebhookconfiguration/x"
   std::string message;  // plain words, no trailing period
 };
+
+// "object: message; object: message", for one-line errors.
+std::string JoinFindings(const std::vector<Finding>& findings);
 
 }  // namespace certctl
