@@ -228,6 +228,10 @@ Status CheckValidity(std::chrono::seconds validity) {
   if (validity <= std::chrono::seconds::zero()) {
     return Invalid("validity must be positive");
   }
+  if (validity > kMaxDuration) {
+    return Invalid("validity " + FormatDuration(validity) + " is longer than the maximum of " +
+                   FormatDuration(kMaxDuration));
+  }
   return {};
 }
 
@@ -287,7 +291,7 @@ Result<KeyPair> IssueCa(const CaRequest& request, TimePoint now) {
   }
 
   auto cert = NewCertificate(name.get(), name.get(), *key, now - kClockSkewAllowance,
-                             now + request.validity);
+                             SaturatingAdd(now, request.validity));
   if (!cert) {
     return Fail(cert.error());
   }
@@ -345,7 +349,7 @@ Result<KeyPair> IssueLeaf(const LeafRequest& request, const KeyPair& ca, TimePoi
   }
 
   // Never beyond the CA: a client would reject the chain once the CA has expired anyway.
-  const TimePoint not_after = std::min(now + request.validity, ca_info.not_after);
+  const TimePoint not_after = std::min(SaturatingAdd(now, request.validity), ca_info.not_after);
   X509* ca_cert = ca.certificate.get();
   auto cert = NewCertificate(subject.get(), X509_get_subject_name(ca_cert), *key,
                              now - kClockSkewAllowance, not_after);

@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cstdint>
 #include <ctime>
-#include <limits>
 
 namespace certctl {
 namespace {
@@ -89,9 +88,11 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zer
                                                    "' (one of s, m, h, d, y)");
     }
     ++pos;
-    constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max() / 2;
-    if (amount > (kMax - total) / unit->seconds) {
-      return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted + ": too large");
+    // Checked before adding, so no amount can overflow the sum on its way past the maximum.
+    if (amount > (kMaxDuration.count() - total) / unit->seconds) {
+      return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted +
+                                                   ": longer than the maximum of " +
+                                                   FormatDuration(kMaxDuration));
     }
     total += amount * unit->seconds;
   }

@@ -24,6 +24,8 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "failed-precondition";
     case ErrorCode::kDeadlineExceeded:
       return "deadline-exceeded";
+    case ErrorCode::kBadResponse:
+      return "bad-response";
     case ErrorCode::kIo:
       return "io";
     case ErrorCode::kInternal:

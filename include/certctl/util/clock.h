@@ -25,4 +25,27 @@ class SystemClock final : public Clock {
   }
 };
 
+// `time + delta`, clamped to the time point's range instead of overflowing: a deadline or a
+// notAfter computed from a user's duration must never wrap into the past.
+template <typename Clock, typename Duration, typename Rep, typename Period>
+std::chrono::time_point<Clock, Duration> SaturatingAdd(
+    std::chrono::time_point<Clock, Duration> time, std::chrono::duration<Rep, Period> delta) {
+  using Point = std::chrono::time_point<Clock, Duration>;
+  using Delta = std::chrono::duration<Rep, Period>;
+  // Range checks happen in delta's unit: converting the limits down never overflows, while
+  // converting a huge delta up to nanoseconds would.
+  if (delta > std::chrono::floor<Delta>(Duration::max())) {
+    return Point::max();
+  }
+  if (delta < std::chrono::ceil<Delta>(Duration::min())) {
+    return Point::min();
+  }
+  const auto step = std::chrono::duration_cast<Duration>(delta).count();
+  typename Duration::rep sum{};
+  if (__builtin_add_overflow(time.time_since_epoch().count(), step, &sum)) {
+    return step > 0 ? Point::max() : Point::min();
+  }
+  return Point(Duration(sum));
+}
+
 }  // namespace certctl

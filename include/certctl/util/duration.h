@@ -12,8 +12,14 @@ namespace certctl {
 using Days = std::chrono::duration<std::int64_t, std::ratio<86400>>;
 using Years = std::chrono::duration<std::int64_t, std::ratio<365 * 86400>>;
 
+// The longest duration certctl accepts anywhere: 100 years. It keeps every `now + d`, and even
+// `now + d1 + d2`, far inside what X.509 GeneralizedTime (year 9999) and a nanosecond
+// std::chrono time point (year 2262) can hold.
+inline constexpr std::chrono::seconds kMaxDuration = Years(100);
+
 // Parses "720h", "30d", "10y", "1h30m", "90s". Units: s, m, h, d (24h), y (365d).
-// Every number needs a unit; the total must be positive unless allow_zero.
+// Every number needs a unit; the total must be positive unless allow_zero, and at most
+// kMaxDuration (kInvalidArgument naming the maximum otherwise).
 Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero = false);
 
 // The shortest exact spelling in the same units: 86400s -> "1d", 5400s -> "1h30m".

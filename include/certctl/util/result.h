@@ -22,6 +22,8 @@ enum class ErrorCode {
   kPermissionDenied,    // credentials valid but not allowed
   kFailedPrecondition,  // state that a retry will not fix (wrong Secret type, ...)
   kDeadlineExceeded,    // our own timeout ran out
+  kBadResponse,         // the server's answer is unusable (oversized, malformed, wrong types,
+                        // another object than asked for): report, never retry
   kIo,                  // local file system failure
   kInternal,            // a library failed in a way that is not the input's fault
 };

@@ -1,3 +1,6 @@
+#include <string>
+#include <vector>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -28,6 +31,25 @@ TEST(Usage, MissingRequiredFlagExitsTwo) {
   const auto result = RunCertctl({"wait"});
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_THAT(result.err, HasSubstr("--cert-dir"));
+}
+
+TEST(Usage, DurationsBeyondAHundredYearsAreUsageErrorsOnOneLine) {
+  // Each once overflowed: certificates that ended in 1678, waits that gave up at once.
+  const std::vector<std::vector<std::string>> commands = {
+      {"generate", "--service", "hook", "-o", "secret", "--cert-validity", "236y"},
+      {"generate", "--service", "hook", "-o", "secret", "--ca-validity", "236y"},
+      {"job", "--service", "hook", "--validating-webhook", "hook", "--cert-validity", "236y"},
+      {"job", "--service", "hook", "--validating-webhook", "hook", "--wait-for-targets", "300y"},
+      {"wait", "--cert-dir", "/nonexistent", "--timeout", "300y"},
+      {"check", "--renew-before", "101y"},
+  };
+  for (const auto& args : commands) {
+    const auto result = RunCertctl(args);
+    EXPECT_EQ(result.exit_code, 2) << args[0] << " " << args.back() << ": " << result.err;
+    EXPECT_EQ(CountLines(result.err), 1) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("longer than the maximum of 100y"));
+    EXPECT_TRUE(result.out.empty()) << result.out;
+  }
 }
 
 TEST(Usage, HelpExitsZeroAndListsCommands) {

@@ -10,6 +10,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "certctl/util/duration.h"
+
 #include "fakes/fake_clock.h"
 
 namespace certctl::pki {
@@ -240,6 +242,33 @@ TEST(PkiIssue, NonPositiveValidityFails) {
   auto leaf = IssueLeaf(request, MustCa(), kNow);
   ASSERT_FALSE(leaf.has_value());
   EXPECT_EQ(leaf.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(PkiIssue, ValidityBeyondTheMaximumFailsInsteadOfWrapping) {
+  // 236 years from 2026 overflows a nanosecond time point: it once gave notAfter 1678.
+  CaRequest ca_request;
+  ca_request.common_name = "x";
+  ca_request.validity = Years(236);
+  auto ca = IssueCa(ca_request, kNow);
+  ASSERT_FALSE(ca.has_value());
+  EXPECT_EQ(ca.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(ca.error().message(), HasSubstr("longer than the maximum of 100y"));
+
+  LeafRequest request = Request();
+  request.validity = Years(236);
+  auto leaf = IssueLeaf(request, MustCa(), kNow);
+  ASSERT_FALSE(leaf.has_value());
+  EXPECT_EQ(leaf.error().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(PkiIssue, TheMaximumValidityEndsAHundredYearsLater) {
+  const KeyPair ca = MustCa(kNow, kMaxDuration);
+  EXPECT_EQ(ca.certificate.Info().not_after, kNow + kMaxDuration);
+  LeafRequest request = Request();
+  request.validity = kMaxDuration;
+  auto leaf = IssueLeaf(request, ca, kNow);
+  ASSERT_TRUE(leaf.has_value()) << leaf.error().message();
+  EXPECT_EQ(leaf->certificate.Info().not_after, kNow + kMaxDuration);
 }
 
 }  // namespace

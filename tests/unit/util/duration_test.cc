@@ -1,5 +1,7 @@
 #include "certctl/util/duration.h"
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 namespace certctl {
@@ -40,6 +42,33 @@ TEST(ParseDuration, ZeroOnlyWhenAllowed) {
 TEST(ParseDuration, RejectsOverflow) {
   EXPECT_FALSE(ParseDuration("99999999999999999y").has_value());
   EXPECT_FALSE(ParseDuration("9999999999999999999s").has_value());
+}
+
+TEST(ParseDuration, AcceptsUpToTheMaximumAndNamesItAbove) {
+  EXPECT_EQ(ParseDuration("100y").value(), kMaxDuration);
+  EXPECT_EQ(ParseDuration("99y365d").value(), kMaxDuration);
+  for (const char* text : {"101y", "100y1s", "236y", "300y", "36501d", "99y366d"}) {
+    auto parsed = ParseDuration(text);
+    ASSERT_FALSE(parsed.has_value()) << text;
+    EXPECT_EQ(parsed.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(parsed.error().message().find("longer than the maximum of 100y"), std::string::npos)
+        << parsed.error().message();
+  }
+}
+
+TEST(SaturatingAdd, AddsInRangeAndClampsAtTheEnds) {
+  const TimePoint now{seconds(1800000000)};
+  EXPECT_EQ(SaturatingAdd(now, seconds(90)), now + seconds(90));
+  EXPECT_EQ(SaturatingAdd(now, seconds(-90)), now - seconds(90));
+  // 236 years in nanoseconds past 2027 does not fit a 64-bit count: clamped, not wrapped.
+  EXPECT_EQ(SaturatingAdd(now, Years(236)), TimePoint::max());
+  EXPECT_EQ(SaturatingAdd(now, seconds(std::numeric_limits<std::int64_t>::max())),
+            TimePoint::max());
+  EXPECT_EQ(SaturatingAdd(now, seconds(std::numeric_limits<std::int64_t>::min())),
+            TimePoint::min());
+  EXPECT_GT(SaturatingAdd(now, kMaxDuration), now);
+  const auto steady = std::chrono::steady_clock::now();
+  EXPECT_EQ(SaturatingAdd(steady, Years(300)), std::chrono::steady_clock::time_point::max());
 }
 
 TEST(FormatDuration, UsesLargestUnitsAndRoundTrips) {

@@ -1,0 +1,83 @@
+#include "certctl/util/text.h"
+
+namespace certctl {
+namespace {
+
+// Length of the UTF-8 sequence starting at text[pos], or 0 when it is not well formed
+// (overlong forms, surrogates and code points past U+10FFFF included).
+std::size_t Utf8Length(std::string_view text, std::size_t pos) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[pos + i]); };
+  const unsigned char lead = byte(0);
+  std::size_t length = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xbf;
+  if (lead < 0x80) {
+    return 1;
+  }
+  if (lead >= 0xc2 && lead <= 0xdf) {
+    length = 2;
+  } else if (lead >= 0xe0 && lead <= 0xef) {
+    length = 3;
+    low = lead == 0xe0 ? 0xa0 : 0x80;
+    high = lead == 0xed ? 0x9f : 0xbf;
+  } else if (lead >= 0xf0 && lead <= 0xf4) {
+    length = 4;
+    low = lead == 0xf0 ? 0x90 : 0x80;
+    high = lead == 0xf4 ? 0x8f : 0xbf;
+  } else {
+    return 0;
+  }
+  if (pos + length > text.size()) {
+    return 0;
+  }
+  if (byte(1) < low || byte(1) > high) {
+    return 0;
+  }
+  for (std::size_t i = 2; i < length; ++i) {
+    if (byte(i) < 0x80 || byte(i) > 0xbf) {
+      return 0;
+    }
+  }
+  return length;
+}
+
+bool IsControlOrSpace(std::string_view character) {
+  const auto first = static_cast<unsigned char>(character[0]);
+  if (character.size() == 1) {
+    return first <= 0x20 || first == 0x7f;
+  }
+  // U+0080..U+009F (C1 controls) and U+00A0 (no-break space).
+  const auto second = static_cast<unsigned char>(character[1]);
+  return character.size() == 2 && first == 0xc2 && second <= 0xa0;
+}
+
+}  // namespace
+
+std::string OneLine(std::string_view text, std::size_t max_bytes) {
+  constexpr std::string_view kEllipsis = "...";
+  std::string line;
+  bool pending_space = false;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t length = Utf8Length(text, pos);
+    const std::string_view character = length == 0 ? "?" : text.substr(pos, length);
+    pos += length == 0 ? 1 : length;
+    if (IsControlOrSpace(character)) {
+      pending_space = !line.empty();
+      continue;
+    }
+    const std::size_t needed = character.size() + (pending_space ? 1 : 0);
+    if (line.size() + needed > max_bytes) {
+      line += kEllipsis;
+      return line;
+    }
+    if (pending_space) {
+      line += ' ';
+      pending_space = false;
+    }
+    line += character;
+  }
+  return line;
+}
+
+}  // namespace certctl

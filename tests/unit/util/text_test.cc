@@ -1,0 +1,52 @@
+#include "certctl/util/text.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace certctl {
+namespace {
+
+TEST(OneLine, PlainTextIsUnchanged) {
+  EXPECT_EQ(OneLine("secrets \"webhook-cert\" not found", 100),
+            "secrets \"webhook-cert\" not found");
+  EXPECT_EQ(OneLine("", 10), "");
+}
+
+TEST(OneLine, ControlCharactersAndNewlinesBecomeOneSpace) {
+  EXPECT_EQ(OneLine("first\r\n\n  second\tthird", 100), "first second third");
+  // An escape sequence loses its ESC, so a terminal shows it as text.
+  EXPECT_EQ(OneLine("red \x1b[31mtext\x7f", 100), "red [31mtext");
+  // C1 controls (U+009B is a one-character CSI) and no-break spaces count as spaces too.
+  EXPECT_EQ(OneLine("a\xc2\x9b"
+                    "31m b\xc2\xa0"
+                    "c",
+                    100),
+            "a 31m b c");
+}
+
+TEST(OneLine, LeadingAndTrailingSpaceIsDropped) {
+  EXPECT_EQ(OneLine("\n\n  message \n", 100), "message");
+}
+
+TEST(OneLine, BytesThatAreNotUtf8BecomeQuestionMarks) {
+  EXPECT_EQ(OneLine("bad \xff\xfe end", 100), "bad ?? end");
+  // Overlong form of '/', a UTF-16 surrogate, a truncated sequence.
+  EXPECT_EQ(OneLine("\xc0\xaf", 100), "??");
+  EXPECT_EQ(OneLine("\xed\xa0\x80", 100), "???");
+  EXPECT_EQ(OneLine("end \xe2\x82", 100), "end ??");
+  EXPECT_EQ(OneLine("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\x92", 100),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x94\x92");
+}
+
+TEST(OneLine, LongTextIsClippedOnACharacterBoundary) {
+  EXPECT_EQ(OneLine("abcdefghij", 4), "abcd...");
+  EXPECT_EQ(OneLine("abcd", 4), "abcd");
+  // A two-byte character that would straddle the limit is left out whole.
+  EXPECT_EQ(OneLine("abc\xc3\xa9", 4), "abc...");
+  const std::string huge(1 << 20, 'x');
+  EXPECT_EQ(OneLine(huge, 400).size(), 403U);
+}
+
+}  // namespace
+}  // namespace certctl
