@@ -1,5 +1,7 @@
 #include "cli/cluster.h"
 
+#include <spdlog/spdlog.h>
+
 #include "certctl/util/version.h"
 
 #include "cli/flags.h"
@@ -35,7 +37,8 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
 }
 
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
-                                 const Environment& env, const Clock& clock) {
+                                 const Environment& env, const Clock& clock,
+                                 kube::RetryOptions retry) {
   kube::ConfigOptions options;
   options.kubeconfig = flags.kubeconfig;
   options.context = flags.context;
@@ -49,6 +52,10 @@ Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string
   }
   kube::ClientOptions client_options;
   client_options.request_timeout = flags.request_timeout;
+  if (!retry.on_retry) {
+    retry.on_retry = [](const std::string& message) { spdlog::info("{}", message); };
+  }
+  client_options.retry = std::move(retry);
   client_options.user_agent = "certctl/" + std::string(Version());
   auto client = kube::MakeRestClient(*config, std::move(*transport), client_options, clock);
   if (!client) {

@@ -33,9 +33,11 @@ struct Cluster {
   std::string description;  // where the configuration came from, for messages
 };
 
-// Loads the configuration (in-cluster or kubeconfig) and builds the REST client. Fails with
-// a message naming the file or variable at fault.
+// Loads the configuration (in-cluster or kubeconfig) and builds the REST client, which rides
+// out transient API failures as `retry` says (each wait logged at info). Fails with a message
+// naming the file or variable at fault.
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
-                                 const Environment& env, const Clock& clock);
+                                 const Environment& env, const Clock& clock,
+                                 kube::RetryOptions retry = {});
 
 }  // namespace certctl::cli

@@ -72,7 +72,9 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
   AddConnectionFlags(*command, options.connection);
   AddTargetFlags(*command, options.targets);
   AddDurationFlag(*command, "--wait-for-targets", options.wait_for_targets,
-                  "How long to wait for targets that do not exist yet", /*allow_zero=*/true);
+                  "How long the job may take: waiting for targets that do not exist yet and "
+                  "retrying failed API requests",
+                  /*allow_zero=*/true);
   return command;
 }
 
@@ -94,7 +96,15 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
     return kExitUsage;
   }
 
-  auto cluster = ConnectToCluster(options.connection, options.identity.namespace_name, env, clock);
+  // One deadline for the whole job: waiting for targets and riding out API failures (5xx,
+  // 429, timeouts, resets) both end --wait-for-targets after the start, so a hook can neither
+  // hang a `helm upgrade` nor fail it over a blip.
+  const TimePoint deadline = SaturatingAdd(clock.Now(), options.wait_for_targets);
+  kube::RetryOptions retry;
+  retry.max_retries = -1;
+  retry.deadline = deadline;
+  auto cluster = ConnectToCluster(options.connection, options.identity.namespace_name, env, clock,
+                                  std::move(retry));
   if (!cluster) {
     return Failed(cluster.error().message());
   }
@@ -158,6 +168,7 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
     const auto started = std::chrono::steady_clock::now();
     controller::InjectOptions inject_options;
     inject_options.wait_for_targets = options.wait_for_targets;
+    inject_options.deadline = deadline;
     auto outcome =
         controller::InjectBundle(*cluster->client, options.targets, bundle, inject_options, clock);
     if (!outcome) {

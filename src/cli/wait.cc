@@ -69,7 +69,7 @@ int RunWait(const WaitOptions& options, const Clock& clock) {
     policy.ip_addresses = identity.ip_addresses;
   }
 
-  const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+  const auto deadline = SaturatingAdd(std::chrono::steady_clock::now(), options.timeout);
   std::string reason;
   std::string last_logged;
   while (true) {

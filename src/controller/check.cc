@@ -83,7 +83,7 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
   const std::set<std::string> required = RequiredFingerprints(report.validation);
   for (const TargetObject& target : targets->found) {
     const std::string kind(inject::TargetKindName(target.kind));
-    const std::string name = target.object.value("/metadata/name"_json_pointer, std::string());
+    const std::string& name = target.name;
     const std::string object = TargetObjectName(target.kind, name);
     auto slots = inject::ReadBundleSlots(target.kind, target.object);
     if (!slots) {

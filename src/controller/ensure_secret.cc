@@ -97,6 +97,21 @@ pki::PairSource SourceOf(const PairPem& pem) {
   return source;
 }
 
+// What was just issued must pass the same validation the next run will apply, or every run
+// would replace it again (a validity shorter than renew-before, a clock far off): such a pair
+// is never written.
+Result<pki::ValidationReport> ValidateIssued(const PairPem& pem,
+                                             const pki::ValidationPolicy& policy, TimePoint now,
+                                             const std::string& object) {
+  pki::ValidationReport validation = pki::Validate(SourceOf(pem), policy, now);
+  if (!validation.ok()) {
+    return Fail(ErrorCode::kInternal,
+                "the pair issued for " + object + " does not pass its own validation (" +
+                    JoinFindings(validation.AllFindings()) + "); nothing was written");
+  }
+  return validation;
+}
+
 std::string Describe(const std::vector<pki::PartFinding>& findings, bool ca_parts) {
   std::string text;
   for (const pki::PartFinding& entry : findings) {
@@ -189,10 +204,14 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       if (!issued) {
         return Fail(issued.error());
       }
+      auto validation = ValidateIssued(*issued, policy, now, object);
+      if (!validation) {
+        return Fail(validation.error());
+      }
       auto created = client.Create(kube::kSecrets, spec.ns, NewSecret(spec, *issued));
       if (created) {
         return SecretOutcome{SecretAction::kCreated, true, issued->ca_crt, "it did not exist",
-                             pki::Validate(SourceOf(*issued), policy, now)};
+                             std::move(*validation)};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -266,12 +285,16 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
           outcome.reason = Describe(validation.findings, /*ca_parts=*/false);
         }
       }
+      auto issued_validation = ValidateIssued(pem, policy, now, object);
+      if (!issued_validation) {
+        return Fail(issued_validation.error());
+      }
       SetData(secret, pem);
       outcome.ca_bundle = pem.ca_crt;
-      outcome.validation = pki::Validate(SourceOf(pem), policy, now);
+      outcome.validation = std::move(*issued_validation);
     }
     MarkManaged(secret);
-    auto updated = client.Update(kube::kSecrets, spec.ns, secret);
+    auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
     if (updated) {
       return outcome;
     }

@@ -1,5 +1,7 @@
 #include "certctl/controller/inject.h"
 
+#include <algorithm>
+
 #include "certctl/controller/targets.h"
 #include "certctl/inject/patch.h"
 #include "certctl/util/duration.h"
@@ -8,10 +10,6 @@ namespace certctl::controller {
 namespace {
 
 constexpr int kMaxAttempts = 5;
-
-std::string NameOf(const nlohmann::json& object) {
-  return object.value("/metadata/name"_json_pointer, std::string());
-}
 
 std::string Describe(const std::vector<Finding>& missing) {
   std::string text;
@@ -26,7 +24,7 @@ std::string Describe(const std::vector<Finding>& missing) {
 // fields changed (0 when it already held it).
 Result<int> InjectInto(kube::Client& client, TargetObject target, const std::string& bundle_pem) {
   const kube::ResourceType& type = ResourceFor(target.kind);
-  const std::string object = TargetObjectName(target.kind, NameOf(target.object));
+  const std::string object = TargetObjectName(target.kind, target.name);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     auto patch = inject::BundlePatch(target.kind, target.object, bundle_pem);
     if (!patch) {
@@ -39,8 +37,7 @@ Result<int> InjectInto(kube::Client& client, TargetObject target, const std::str
     for (const auto& operation : **patch) {
       changed += operation["op"] == "add" ? 1 : 0;
     }
-    auto patched =
-        client.Patch(type, "", NameOf(target.object), kube::PatchType::kJsonPatch, **patch);
+    auto patched = client.Patch(type, "", target.name, kube::PatchType::kJsonPatch, **patch);
     if (patched) {
       return changed;
     }
@@ -50,7 +47,7 @@ Result<int> InjectInto(kube::Client& client, TargetObject target, const std::str
     if (code != ErrorCode::kInvalidArgument && code != ErrorCode::kConflict) {
       return Fail(patched.error().Wrap("patch " + object));
     }
-    auto fresh = client.Get(type, "", NameOf(target.object));
+    auto fresh = client.Get(type, "", target.name);
     if (!fresh) {
       return Fail(fresh.error().Wrap("get " + object));
     }
@@ -68,10 +65,13 @@ Result<int> InjectInto(kube::Client& client, TargetObject target, const std::str
 Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& selection,
                                    const std::string& bundle_pem, const InjectOptions& options,
                                    const Clock& clock) {
-  const TimePoint deadline = clock.Now() + options.wait_for_targets;
+  const TimePoint deadline =
+      options.deadline.value_or(SaturatingAdd(clock.Now(), options.wait_for_targets));
   Result<ResolvedTargets> targets = ResolveTargets(client, selection);
-  while (targets && !targets->missing.empty() && clock.Now() < deadline) {
-    clock.Sleep(options.poll_interval);
+  for (TimePoint now = clock.Now(); targets && !targets->missing.empty() && now < deadline;
+       now = clock.Now()) {
+    clock.Sleep(std::min<std::chrono::milliseconds>(
+        options.poll_interval, std::chrono::ceil<std::chrono::milliseconds>(deadline - now)));
     targets = ResolveTargets(client, selection);
   }
   if (!targets) {
@@ -95,7 +95,7 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
     outcome.slots += static_cast<int>(slots->size());
   }
   for (TargetObject& target : targets->found) {
-    const std::string object = TargetObjectName(target.kind, NameOf(target.object));
+    const std::string object = TargetObjectName(target.kind, target.name);
     auto changed = InjectInto(client, std::move(target), bundle_pem);
     if (!changed) {
       return Fail(changed.error());

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <set>
 
+#include "certctl/kube/object.h"
+
 namespace certctl::controller {
 namespace {
 
@@ -14,10 +16,6 @@ std::string Lower(std::string_view text) {
   std::transform(out.begin(), out.end(), out.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
-}
-
-std::string NameOf(const nlohmann::json& object) {
-  return object.value("/metadata/name"_json_pointer, std::string());
 }
 
 }  // namespace
@@ -62,7 +60,7 @@ Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelecti
             {FindingCode::kTargetMissing, TargetObjectName(kind, name), "does not exist"});
         continue;
       }
-      resolved.found.push_back({kind, std::move(**object)});
+      resolved.found.push_back({kind, name, std::move(**object)});
     }
     return {};
   };
@@ -96,8 +94,13 @@ Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelecti
       }
       for (auto& item : (*list)["items"]) {
         ++matched;
-        if (seen.insert({kind, NameOf(item)}).second) {
-          resolved.found.push_back({kind, std::move(item)});
+        auto name = kube::ObjectName(item, "list " + std::string(ResourceFor(kind).resource) +
+                                               " matching \"" + selection.webhook_selector + "\"");
+        if (!name) {
+          return Fail(name.error());
+        }
+        if (seen.insert({kind, *name}).second) {
+          resolved.found.push_back({kind, std::move(*name), std::move(item)});
         }
       }
     }

@@ -100,8 +100,6 @@ const CurlApi& Curl() { return curl_api; }
 // Idle easy handles kept for reuse (each holds its own live connections).
 constexpr std::size_t kMaxIdleHandles = 8;
 constexpr long kConnectTimeoutMs = 10000;
-// A non-streamed body larger than this is not an API answer we could use.
-constexpr std::size_t kMaxBody = 256 * 1024 * 1024;
 // How often a quiet stream checks `cancelled` (the contract says at least every 200 ms).
 constexpr int kStreamPollMs = 100;
 
@@ -157,6 +155,27 @@ std::string TrimSpace(std::string_view text) {
   return std::string(text.substr(first, last - first + 1));
 }
 
+// A peer that fails TLS verification stays untrusted however often we ask, and a URL curl
+// cannot use stays unusable; everything else (refused, reset, timeout, a torn handshake) may
+// pass.
+ErrorCode CodeForCurlError(CURLcode code) {
+  switch (code) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_CRL_BADFILE:
+      return ErrorCode::kUnauthenticated;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+      return ErrorCode::kInvalidArgument;
+    default:
+      return ErrorCode::kUnavailable;
+  }
+}
+
 // Per-transfer state shared with curl's callbacks.
 struct Transfer {
   HttpResponse response;
@@ -201,7 +220,7 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
     }
     return chunk.size();
   }
-  if (transfer->response.body.size() + chunk.size() > kMaxBody) {
+  if (transfer->response.body.size() + chunk.size() > kMaxResponseBytes) {
     transfer->too_large = true;
     return 0;
   }
@@ -316,8 +335,9 @@ class CurlTransport final : public HttpTransport {
       return transfer.response;  // the caller asked to stop: not a failure
     }
     if (transfer.too_large) {
-      return Fail(ErrorCode::kUnavailable,
-                  "response body larger than " + std::to_string(kMaxBody) + " bytes");
+      return Fail(ErrorCode::kBadResponse, "the response body is larger than " +
+                                               std::to_string(kMaxResponseBytes / (1024 * 1024)) +
+                                               " MiB, more than any API object; not retried");
     }
     if (code != CURLE_OK) {
       std::string message = Curl().easy_strerror(code);
@@ -325,7 +345,7 @@ class CurlTransport final : public HttpTransport {
         message += ": ";
         message += error_buffer;
       }
-      return Fail(ErrorCode::kUnavailable, message);
+      return Fail(CodeForCurlError(code), message);
     }
     if (transfer.on_chunk != nullptr && transfer.Success()) {
       transfer.response.body.clear();

@@ -5,12 +5,15 @@
 #include <string>
 
 #include "certctl/kube/client.h"
+#include "certctl/util/text.h"
 
 namespace certctl::kube {
 namespace {
 
-// Error bodies that are not a Status (the APF 429, a load balancer's HTML page) are quoted
-// only this far, so one bad answer cannot flood a log line.
+// Messages and reasons come from the server and end up on a terminal or in a log line: printable,
+// one line, and short enough that one bad answer cannot flood either. Bodies that are not a
+// Status (the APF 429, a load balancer's HTML page) are quoted shorter still.
+constexpr std::size_t kMaxMessage = 400;
 constexpr std::size_t kMaxTextMessage = 200;
 
 std::string Prefixed(std::string_view what, std::string_view message) {
@@ -23,32 +26,12 @@ std::string Prefixed(std::string_view what, std::string_view message) {
   return result;
 }
 
-// One line of printable text, at most kMaxTextMessage bytes.
-std::string OneLine(std::string_view text) {
-  std::string line;
-  bool space = false;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (std::isspace(byte) != 0 || byte < 0x20 || byte == 0x7f) {
-      space = !line.empty();
-      continue;
-    }
-    if (space) {
-      line += ' ';
-      space = false;
-    }
-    line += c;
-    if (line.size() >= kMaxTextMessage) {
-      line += "...";
-      break;
-    }
-  }
-  return line;
-}
-
+// object[key] when it is a string, made printable and clipped.
 std::string StringField(const nlohmann::json& object, const char* key) {
   const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+  return it != object.end() && it->is_string()
+             ? OneLine(it->get_ref<const std::string&>(), kMaxMessage)
+             : std::string();
 }
 
 std::optional<std::chrono::seconds> DetailsRetryAfter(const nlohmann::json& status) {
@@ -182,7 +165,7 @@ Error ErrorFromResponse(const HttpResponse& response, std::string_view what) {
     }
   }
   if (message.empty()) {
-    message = OneLine(body);
+    message = OneLine(body, kMaxTextMessage);
   }
   if (message.empty()) {
     message = "the server answered HTTP " + std::to_string(response.status) + " with no message";

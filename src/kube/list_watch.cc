@@ -1,7 +1,10 @@
 #include "certctl/kube/list_watch.h"
 
 #include <algorithm>
+#include <optional>
 #include <random>
+
+#include "certctl/kube/object.h"
 
 namespace certctl::kube {
 namespace {
@@ -46,10 +49,6 @@ void SleepUnlessCancelled(std::chrono::milliseconds delay, const std::function<b
   }
 }
 
-std::string ResourceVersionOf(const Json& object) {
-  return object.value("/metadata/resourceVersion"_json_pointer, std::string());
-}
-
 }  // namespace
 
 Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
@@ -69,7 +68,11 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
         SleepUnlessCancelled(delay, cancelled, clock);
         continue;
       }
-      resource_version = ResourceVersionOf(*list);
+      auto listed_version = ResourceVersion(*list, "list " + std::string(type.resource));
+      if (!listed_version) {
+        return Fail(listed_version.error());
+      }
+      resource_version = std::move(*listed_version);
       std::vector<Json> items = (*list)["items"].get<std::vector<Json>>();
       if (handlers.on_list) handlers.on_list(items, resource_version);
     }
@@ -80,13 +83,18 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
     watch.field_selector = options.list.field_selector;
     watch.server_timeout = options.server_timeout;
     bool progressed = false;
+    std::optional<Error> bad_event;
     const Status watched = client.Watch(
         type, ns, watch,
         [&](const WatchEvent& event) {
           progressed = true;
-          const std::string version = ResourceVersionOf(event.object);
-          if (!version.empty()) {
-            resource_version = version;
+          auto version = ResourceVersion(event.object, "watch " + std::string(type.resource));
+          if (!version) {
+            bad_event = version.error();
+            return false;
+          }
+          if (!version->empty()) {
+            resource_version = std::move(*version);
           }
           if (event.type != WatchEventType::kBookmark && handlers.on_event) {
             handlers.on_event(event);
@@ -96,6 +104,9 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
         cancelled);
     if (cancelled()) {
       break;
+    }
+    if (bad_event) {
+      return Fail(*bad_event);
     }
     if (progressed) {
       backoff.Reset();

@@ -1,9 +1,12 @@
+#include <algorithm>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "certctl/kube/client.h"
+#include "certctl/kube/object.h"
 #include "certctl/kube/watch_decoder.h"
 #include "certctl/util/version.h"
 
@@ -14,13 +17,12 @@
 namespace certctl::kube {
 namespace {
 
-// Reads (GET, LIST) that fail at the transport or get a 5xx without Retry-After are retried
-// this many times, after a capped exponential backoff with jitter.
-constexpr int kReadRetries = 4;
-constexpr std::chrono::milliseconds kReadBackoffBase{250};
-constexpr std::chrono::milliseconds kReadBackoffCap{4000};
 // A watch that outlives the timeout it asked the server for by this much is presumed dead.
 constexpr std::chrono::seconds kWatchTimeoutMargin{60};
+// A List certctl makes is of its own webhook configurations: a handful of pages. These bounds
+// stop a server whose continue tokens never end from holding us, or our memory, forever.
+constexpr int kMaxListPages = 1000;
+constexpr std::size_t kMaxListBytes = 4 * kMaxResponseBytes;
 
 constexpr char kJson[] = "application/json";
 
@@ -87,24 +89,32 @@ Result<std::string> Serialize(const Json& object, std::string_view what) {
 Result<Json> DecodeObject(const HttpResponse& response, std::string_view what) {
   Json body = Json::parse(response.body, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object()) {
-    return Fail(ErrorCode::kInternal, std::string(what) + ": the server answered HTTP " +
-                                          std::to_string(response.status) +
-                                          " with a body that is not a JSON object");
+    return Fail(ErrorCode::kBadResponse, std::string(what) + ": the server answered HTTP " +
+                                             std::to_string(response.status) +
+                                             " with a body that is not a JSON object");
   }
   return body;
 }
 
-// metadata.<field> of `object` when it is a string, else empty.
-std::string MetadataString(const Json& object, const char* field) {
-  if (!object.is_object()) {
-    return {};
+// A write that, should it run twice, cannot do harm: the second run fails (AlreadyExists,
+// Conflict, a failed `test`) or changes nothing.
+bool IsGuardedJsonPatch(PatchType type, const Json& patch) {
+  if (type != PatchType::kJsonPatch || !patch.is_array()) {
+    return false;
   }
-  const auto metadata = object.find("metadata");
-  if (metadata == object.end() || !metadata->is_object()) {
-    return {};
+  return std::any_of(patch.begin(), patch.end(), [](const Json& operation) {
+    return operation.is_object() && operation.value("op", Json()) == "test";
+  });
+}
+
+// "250ms", "1.5s", "10s": how long a retry waits, for the log.
+std::string FormatWait(std::chrono::milliseconds wait) {
+  if (wait < std::chrono::seconds(1)) {
+    return std::to_string(wait.count()) + "ms";
   }
-  const auto value = metadata->find(field);
-  return value != metadata->end() && value->is_string() ? value->get<std::string>() : std::string();
+  const long tenths = static_cast<long>(wait.count() / 100);
+  return std::to_string(tenths / 10) + (tenths % 10 != 0 ? "." + std::to_string(tenths % 10) : "") +
+         "s";
 }
 
 class RestClient final : public Client {
@@ -128,7 +138,7 @@ class RestClient final : public Client {
     if (!path) {
       return Fail(path.error());
     }
-    auto response = Execute(NewRequest("GET", *path), Idempotency::kRead, what);
+    auto response = Execute(NewRequest("GET", *path), Safety::kRepeatable, what);
     if (!response) {
       return Fail(response.error());
     }
@@ -142,6 +152,9 @@ class RestClient final : public Client {
     if (!object) {
       return Fail(object.error());
     }
+    if (auto same = ExpectIdentity(*object, type, ns, name, what); !same) {
+      return Fail(same.error());
+    }
     return std::optional<Json>(std::move(*object));
   }
 
@@ -151,7 +164,14 @@ class RestClient final : public Client {
     Json items = Json::array();
     std::string resource_version;
     std::string continue_token;
-    do {
+    std::set<std::string> seen_tokens;
+    std::size_t bytes = 0;
+    for (int page = 0;; ++page) {
+      if (page == kMaxListPages) {
+        return Fail(ErrorCode::kBadResponse, what + ": the server kept sending continue tokens " +
+                                                 "after " + std::to_string(kMaxListPages) +
+                                                 " pages");
+      }
       Query query;
       if (options.page_size > 0) {
         query.Add("limit", std::to_string(options.page_size));
@@ -160,50 +180,67 @@ class RestClient final : public Client {
           .AddIfSet("labelSelector", options.label_selector)
           .AddIfSet("fieldSelector", options.field_selector);
       auto response = Execute(NewRequest("GET", CollectionPath(type, ns) + query.str()),
-                              Idempotency::kRead, what);
+                              Safety::kRepeatable, what);
       if (!response) {
         return Fail(response.error());
       }
       if (!IsSuccess(response->status)) {
         return Fail(ErrorFromResponse(*response, what));
       }
-      auto page = DecodeObject(*response, what);
-      if (!page) {
-        return Fail(page.error());
+      bytes += response->body.size();
+      if (bytes > kMaxListBytes) {
+        return Fail(ErrorCode::kBadResponse, what + ": the list is larger than " +
+                                                 std::to_string(kMaxListBytes / (1024 * 1024)) +
+                                                 " MiB");
       }
-      Json& page_items = (*page)["items"];
-      if (page_items.is_array()) {
-        for (Json& item : page_items) {
-          items.push_back(std::move(item));
+      auto page_object = DecodeObject(*response, what);
+      if (!page_object) {
+        return Fail(page_object.error());
+      }
+      auto page_items = OptionalArray(*page_object, "/items", what);
+      if (!page_items) {
+        return Fail(page_items.error());
+      }
+      if (*page_items != nullptr) {
+        for (const Json& item : **page_items) {
+          if (!item.is_object()) {
+            return Fail(ErrorCode::kBadResponse, what + ": an item of the list is not an object");
+          }
+          items.push_back(item);
         }
-      } else if (!page_items.is_null()) {
-        return Fail(ErrorCode::kInternal, what + ": the list's items is not an array");
       }
-      const Json& metadata = (*page)["metadata"];
-      std::string next;
-      if (metadata.is_object()) {
-        if (resource_version.empty() && metadata.contains("resourceVersion") &&
-            metadata["resourceVersion"].is_string()) {
-          resource_version = metadata["resourceVersion"].get<std::string>();
-        }
-        if (metadata.contains("continue") && metadata["continue"].is_string()) {
-          next = metadata["continue"].get<std::string>();
-        }
+      auto version = OptionalString(*page_object, "/metadata/resourceVersion", what);
+      auto next = OptionalString(*page_object, "/metadata/continue", what);
+      if (!version || !next) {
+        return Fail(!version ? version.error() : next.error());
       }
-      if (!next.empty() && next == continue_token) {
-        return Fail(ErrorCode::kInternal, what + ": the server repeated a continue token");
+      if (resource_version.empty()) {
+        resource_version = version->value_or("");
       }
-      continue_token = std::move(next);
-    } while (!continue_token.empty());
+      continue_token = next->value_or("");
+      if (continue_token.empty()) {
+        break;
+      }
+      // A token seen before would page through the same results again, forever.
+      if (!seen_tokens.insert(continue_token).second) {
+        return Fail(ErrorCode::kBadResponse,
+                    what + ": the server repeated a continue token it had sent before");
+      }
+    }
     return Json{{"items", std::move(items)}, {"metadata", {{"resourceVersion", resource_version}}}};
   }
 
   Result<Json> Create(const ResourceType& type, std::string_view ns, const Json& object) override {
-    const std::string name = MetadataString(object, "name");
-    const std::string object_ns =
-        ns.empty() ? MetadataString(object, "namespace") : std::string(ns);
-    const std::string what = Describe("create", type, object_ns, name);
-    if (type.namespaced && object_ns.empty()) {
+    const std::string describe_as = Describe("create", type, ns, "");
+    auto name = OptionalString(object, "/metadata/name", describe_as);
+    auto object_ns = OptionalString(object, "/metadata/namespace", describe_as);
+    if (!name || !object_ns) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  (!name ? name.error() : object_ns.error()).message());
+    }
+    const std::string target_ns = ns.empty() ? object_ns->value_or("") : std::string(ns);
+    const std::string what = Describe("create", type, target_ns, name->value_or(""));
+    if (type.namespaced && target_ns.empty()) {
       return Fail(ErrorCode::kInvalidArgument, what + ": no namespace given");
     }
     // The server refuses a create that carries a resourceVersion (500, not retried).
@@ -211,22 +248,31 @@ class RestClient final : public Client {
     if (body.is_object() && body.contains("metadata") && body["metadata"].is_object()) {
       body["metadata"].erase("resourceVersion");
     }
-    return SendObject("POST", CollectionPath(type, object_ns), body, kJson, what);
+    // A repeated create answers AlreadyExists, which callers handle by re-reading.
+    return SendObject("POST", CollectionPath(type, target_ns), body, kJson, Safety::kRepeatable,
+                      type, target_ns, name->value_or(""), what);
   }
 
-  Result<Json> Update(const ResourceType& type, std::string_view ns, const Json& object) override {
-    const std::string name = MetadataString(object, "name");
-    const std::string object_ns =
-        ns.empty() ? MetadataString(object, "namespace") : std::string(ns);
-    const std::string what = Describe("update", type, object_ns, name);
-    if (name.empty()) {
-      return Fail(ErrorCode::kInvalidArgument, what + ": the object has no metadata.name");
-    }
-    auto path = ItemPath(type, object_ns, name, what);
+  Result<Json> Update(const ResourceType& type, std::string_view ns, std::string_view name,
+                      const Json& object) override {
+    const std::string what = Describe("update", type, ns, name);
+    auto path = ItemPath(type, ns, name, what);
     if (!path) {
       return Fail(path.error());
     }
-    return SendObject("PUT", *path, object, kJson, what);
+    auto body_name = OptionalString(object, "/metadata/name", what);
+    auto version = OptionalString(object, "/metadata/resourceVersion", what);
+    if (!body_name || !version) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  (!body_name ? body_name.error() : version.error()).message());
+    }
+    if (body_name->has_value() && **body_name != name) {
+      return Fail(ErrorCode::kInvalidArgument, what + ": the object is named \"" + **body_name +
+                                                   "\", not \"" + std::string(name) + "\"");
+    }
+    // Only a conditional update may run twice: the second answers Conflict.
+    const Safety safety = version->value_or("").empty() ? Safety::kOnce : Safety::kRepeatable;
+    return SendObject("PUT", *path, object, kJson, safety, type, ns, name, what);
   }
 
   Result<Json> Patch(const ResourceType& type, std::string_view ns, std::string_view name,
@@ -236,7 +282,10 @@ class RestClient final : public Client {
     if (!path) {
       return Fail(path.error());
     }
-    return SendObject("PATCH", *path, patch, PatchMediaType(patch_type), what);
+    const Safety safety =
+        IsGuardedJsonPatch(patch_type, patch) ? Safety::kRepeatable : Safety::kOnce;
+    return SendObject("PATCH", *path, patch, PatchMediaType(patch_type), safety, type, ns, name,
+                      what);
   }
 
   Status Delete(const ResourceType& type, std::string_view ns, std::string_view name) override {
@@ -245,7 +294,7 @@ class RestClient final : public Client {
     if (!path) {
       return Fail(path.error());
     }
-    auto response = Execute(NewRequest("DELETE", *path), Idempotency::kWrite, what);
+    auto response = Execute(NewRequest("DELETE", *path), Safety::kOnce, what);
     if (!response) {
       return Fail(response.error());
     }
@@ -304,7 +353,7 @@ class RestClient final : public Client {
       return !malformed;
     };
     auto response =
-        Execute(std::move(request), Idempotency::kWrite, what, [&](const HttpRequest& attempt) {
+        Execute(std::move(request), Safety::kOnce, what, [&](const HttpRequest& attempt) {
           return transport_->Stream(attempt, deliver, cancelled);
         });
     if (failure) {
@@ -334,7 +383,11 @@ class RestClient final : public Client {
   }
 
  private:
-  enum class Idempotency { kRead, kWrite };
+  // Whether a request may be sent again after a transient failure (see Client).
+  enum class Safety {
+    kRepeatable,  // reads and guarded writes: retried after any transient failure
+    kOnce,        // retried only after a 429, which the server sends before acting
+  };
   using Sender = std::function<Result<HttpResponse>(const HttpRequest&)>;
 
   std::string GroupVersionPath(const ResourceType& type) const {
@@ -405,7 +458,8 @@ class RestClient final : public Client {
   }
 
   Result<Json> SendObject(std::string method, std::string url, const Json& object,
-                          std::string_view content_type, const std::string& what) {
+                          std::string_view content_type, Safety safety, const ResourceType& type,
+                          std::string_view ns, std::string_view name, const std::string& what) {
     auto body = Serialize(object, what);
     if (!body) {
       return Fail(body.error());
@@ -413,40 +467,51 @@ class RestClient final : public Client {
     HttpRequest request = NewRequest(std::move(method), std::move(url));
     request.headers.emplace_back("Content-Type", std::string(content_type));
     request.body = std::move(*body);
-    auto response = Execute(std::move(request), Idempotency::kWrite, what);
+    auto response = Execute(std::move(request), safety, what);
     if (!response) {
       return Fail(response.error());
     }
     if (!IsSuccess(response->status)) {
       return Fail(ErrorFromResponse(*response, what));
     }
-    return DecodeObject(*response, what);
+    auto written = DecodeObject(*response, what);
+    if (!written) {
+      return Fail(written.error());
+    }
+    if (!name.empty()) {
+      if (auto same = ExpectIdentity(*written, type, ns, name, what); !same) {
+        return Fail(same.error());
+      }
+    }
+    return written;
   }
 
-  std::chrono::milliseconds ReadBackoff(int retry) {
-    auto delay = kReadBackoffBase * (1 << std::min(retry, 10));
-    delay = std::min(delay, kReadBackoffCap);
+  std::chrono::milliseconds Backoff(int retry) {
+    const RetryOptions& retry_options = options_.retry;
+    auto delay = retry_options.backoff_base * (1LL << std::min(retry, 16));
+    delay = std::min<std::chrono::milliseconds>(delay, retry_options.backoff_cap);
     std::lock_guard<std::mutex> lock(random_mutex_);
     std::uniform_int_distribution<long> jitter(0, delay.count() / 2);
     return delay + std::chrono::milliseconds(jitter(random_));
   }
 
-  Result<HttpResponse> Execute(HttpRequest request, Idempotency idempotency,
-                               const std::string& what) {
-    return Execute(std::move(request), idempotency, what,
+  Result<HttpResponse> Execute(HttpRequest request, Safety safety, const std::string& what) {
+    return Execute(std::move(request), safety, what,
                    [this](const HttpRequest& attempt) { return transport_->Send(attempt); });
   }
 
-  // Sends with client-go's retry rules and returns the last answer, whatever its status:
-  // - 429 or 5xx with an integer Retry-After: sleep that long and retry, up to max_retries,
-  //   for any verb;
-  // - reads: transport failures and 5xx without Retry-After retried kReadRetries times;
+  // Sends, riding out transient failures as RetryOptions say, and returns the last answer
+  // whatever its status:
+  // - transport failures that may pass (kUnavailable), 5xx and 429: wait and retry, if the
+  //   request is repeatable (a kOnce request only after a 429);
+  // - the wait is the server's Retry-After (at most max_retry_after) or the backoff, and never
+  //   reaches past the deadline;
   // - 401 with a token that can change: re-read it and retry once.
-  Result<HttpResponse> Execute(HttpRequest request, Idempotency idempotency,
-                               const std::string& what, const Sender& send) {
-    const bool read = idempotency == Idempotency::kRead;
-    int retry_after_retries = 0;
-    int read_retries = 0;
+  // TLS verification failures, other 4xx and unusable answers return at once.
+  Result<HttpResponse> Execute(HttpRequest request, Safety safety, const std::string& what,
+                               const Sender& send) {
+    const RetryOptions& retry_options = options_.retry;
+    int retries = 0;
     bool reauthenticated = false;
     while (true) {
       limiter_.Acquire();
@@ -459,31 +524,60 @@ class RestClient final : public Client {
         attempt.headers.emplace_back("Authorization", "Bearer " + *token);
       }
       auto response = send(attempt);
+      std::string problem;
+      std::optional<std::chrono::seconds> asked;
       if (!response) {
-        if (read && read_retries < kReadRetries) {
-          clock_.Sleep(ReadBackoff(read_retries++));
+        if (response.error().code() != ErrorCode::kUnavailable || safety != Safety::kRepeatable) {
+          return Fail(response.error().Wrap(what));
+        }
+        problem = response.error().message();
+      } else {
+        const int status = response->status;
+        if (status == 401 && !reauthenticated && tokens_.Invalidate()) {
+          reauthenticated = true;
           continue;
         }
-        return Fail(response.error().Wrap(what));
+        const bool transient = status == 429 || status >= 500;
+        if (!transient || (safety != Safety::kRepeatable && status != 429)) {
+          return response;
+        }
+        const Error error = ErrorFromResponse(*response, "");
+        asked = error.retry_after();
+        problem = "HTTP " + std::to_string(status) + " (" + error.message() + ")";
       }
-      const int status = response->status;
-      if (status == 401 && !reauthenticated && tokens_.Invalidate()) {
-        reauthenticated = true;
-        continue;
+
+      const bool out_of_retries =
+          retry_options.max_retries >= 0 && retries >= retry_options.max_retries;
+      const TimePoint now = clock_.Now();
+      const bool out_of_time = retry_options.deadline && now >= *retry_options.deadline;
+      if (out_of_retries || out_of_time) {
+        if (!response) {
+          return Fail(response.error().Wrap(what));
+        }
+        return response;
       }
-      if (status == 429 || status >= 500) {
-        if (const auto delay = RetryAfterHeader(*response)) {
-          if (retry_after_retries < options_.max_retries) {
-            ++retry_after_retries;
-            clock_.Sleep(std::chrono::duration_cast<std::chrono::milliseconds>(*delay));
-            continue;
-          }
-        } else if (read && status >= 500 && read_retries < kReadRetries) {
-          clock_.Sleep(ReadBackoff(read_retries++));
-          continue;
+      std::chrono::milliseconds wait = Backoff(retries);
+      std::string why;
+      if (asked) {
+        wait = std::min<std::chrono::milliseconds>(*asked, retry_options.max_retry_after);
+        why = " (the server asked for Retry-After " + std::to_string(asked->count()) + "s";
+        why += *asked > retry_options.max_retry_after
+                   ? ", honoured for at most " + FormatWait(retry_options.max_retry_after) + ")"
+                   : ")";
+      }
+      if (retry_options.deadline) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(*retry_options.deadline - now);
+        if (left < wait) {
+          wait = left;
+          why += " (the last try before the deadline)";
         }
       }
-      return response;
+      ++retries;
+      if (retry_options.on_retry) {
+        retry_options.on_retry(what + ": " + problem + "; retrying in " + FormatWait(wait) + why);
+      }
+      clock_.Sleep(wait);
     }
   }
 

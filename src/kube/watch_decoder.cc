@@ -2,12 +2,14 @@
 
 #include <string>
 
+#include "certctl/kube/transport.h"
+
 namespace certctl::kube {
 namespace {
 
-// One event holds one object; the API server refuses requests over 3 MiB, so a line this long
-// is a broken stream rather than a big Secret.
-constexpr std::size_t kMaxLine = 64 * 1024 * 1024;
+// One event holds one object, which the API server keeps under 1.5 MiB: a longer line is a
+// broken or hostile stream rather than a big Secret.
+constexpr std::size_t kMaxLine = kMaxResponseBytes;
 
 Result<WatchEventType> ParseType(std::string_view type) {
   if (type == "ADDED") {
@@ -26,7 +28,7 @@ Result<WatchEventType> ParseType(std::string_view type) {
     return WatchEventType::kError;
   }
   std::string shown(type.substr(0, 40));
-  return Fail(ErrorCode::kInvalidArgument, "watch stream: unknown event type \"" + shown + "\"");
+  return Fail(ErrorCode::kBadResponse, "watch stream: unknown event type \"" + shown + "\"");
 }
 
 bool IsBlank(std::string_view line) {
@@ -42,16 +44,16 @@ Status DecodeLine(std::string_view line, std::vector<WatchEvent>& out) {
   try {
     event = Json::parse(line);
   } catch (const Json::parse_error& e) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "watch stream: malformed event: invalid JSON at byte " + std::to_string(e.byte) +
-                    " of a " + std::to_string(line.size()) + "-byte line");
+    return Fail(ErrorCode::kBadResponse, "watch stream: malformed event: invalid JSON at byte " +
+                                             std::to_string(e.byte) + " of a " +
+                                             std::to_string(line.size()) + "-byte line");
   }
   if (!event.is_object()) {
-    return Fail(ErrorCode::kInvalidArgument, "watch stream: malformed event: not a JSON object");
+    return Fail(ErrorCode::kBadResponse, "watch stream: malformed event: not a JSON object");
   }
   const auto type = event.find("type");
   if (type == event.end() || !type->is_string()) {
-    return Fail(ErrorCode::kInvalidArgument, "watch stream: malformed event: no \"type\"");
+    return Fail(ErrorCode::kBadResponse, "watch stream: malformed event: no \"type\"");
   }
   auto parsed_type = ParseType(type->get_ref<const std::string&>());
   if (!parsed_type) {
@@ -60,7 +62,7 @@ Status DecodeLine(std::string_view line, std::vector<WatchEvent>& out) {
   const auto object = event.find("object");
   if (object == event.end() || !object->is_object()) {
     return Fail(
-        ErrorCode::kInvalidArgument,
+        ErrorCode::kBadResponse,
         "watch stream: malformed " + type->get_ref<const std::string&>() + " event: no \"object\"");
   }
   out.push_back(WatchEvent{*parsed_type, std::move(*object)});
@@ -93,7 +95,7 @@ Status WatchDecoder::Feed(std::string_view chunk, std::vector<WatchEvent>& out) 
   buffer_.append(chunk.substr(start));
   if (buffer_.size() > kMaxLine) {
     buffer_.clear();
-    return Fail(ErrorCode::kInvalidArgument,
+    return Fail(ErrorCode::kBadResponse,
                 "watch stream: an event is longer than " + std::to_string(kMaxLine) + " bytes");
   }
   return {};

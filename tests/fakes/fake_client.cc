@@ -415,15 +415,20 @@ Result<FakeClient::Json> FakeClient::Create(const kube::ResourceType& type, std:
 }
 
 Result<FakeClient::Json> FakeClient::Update(const kube::ResourceType& type, std::string_view ns,
-                                            const Json& object) {
+                                            std::string_view name_in_url, const Json& object) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::string name = NameOf(object);
+  const std::string name(name_in_url);
   if (auto failure = Begin(Verb::kUpdate, type, ns, name)) {
     return Fail(std::move(*failure));
   }
   if (name.empty()) {
     return Fail(Invalid(std::string(type.kind) +
                         " \"\" is invalid: metadata.name: Required value: name is required"));
+  }
+  if (!NameOf(object).empty() && NameOf(object) != name) {
+    return Fail(Error(ErrorCode::kInvalidArgument, "the name of the object (" + NameOf(object) +
+                                                       ") does not match the name on the URL (" +
+                                                       name + ")"));
   }
   if (type.namespaced && !NamespaceOf(object).empty() && NamespaceOf(object) != ns) {
     return Fail(

@@ -58,7 +58,7 @@ class FakeClient final : public kube::Client {
                     const kube::ListOptions& options) override;
   Result<Json> Create(const kube::ResourceType& type, std::string_view ns,
                       const Json& object) override;
-  Result<Json> Update(const kube::ResourceType& type, std::string_view ns,
+  Result<Json> Update(const kube::ResourceType& type, std::string_view ns, std::string_view name,
                       const Json& object) override;
   Result<Json> Patch(const kube::ResourceType& type, std::string_view ns, std::string_view name,
                      kube::PatchType patch_type, const Json& patch) override;

@@ -61,10 +61,11 @@ struct FakeReply {
     }
     return reply;
   }
-  static FakeReply Failure(std::string message) {
+  // A transport failure; kUnavailable is what refused, reset and timed-out connections give.
+  static FakeReply Failure(std::string message, ErrorCode code = ErrorCode::kUnavailable) {
     FakeReply reply;
     reply.status = 0;
-    reply.failure = Error(ErrorCode::kUnavailable, std::move(message));
+    reply.failure = Error(code, std::move(message));
     return reply;
   }
   FakeReply& WithHeader(const std::string& name, std::string value) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace certctl::controller {
 struct InjectOptions {
   // How long to wait for targets that do not exist yet (and for a selector to match).
   std::chrono::seconds wait_for_targets{120};
+  // When set, the wait ends here instead (a job's one deadline for all its work).
+  std::optional<TimePoint> deadline;
   std::chrono::milliseconds poll_interval{1000};
 };
 

@@ -20,6 +20,7 @@ std::string TargetObjectName(inject::TargetKind kind, std::string_view name);
 
 struct TargetObject {
   inject::TargetKind kind;
+  std::string name;  // as asked for, or as listed (a string, checked)
   nlohmann::json object;
 };
 
@@ -28,7 +29,8 @@ struct ResolvedTargets {
   std::vector<Finding> missing;     // target-missing: named objects absent, selector unmatched
 };
 
-// Reads every selected target. Absence is reported in `missing`; API failures are errors.
+// Reads every selected target. Absence is reported in `missing`; API failures, and listed
+// objects without a proper metadata.name, are errors.
 Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelection& selection);
 
 }  // namespace certctl::controller

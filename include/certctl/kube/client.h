@@ -44,7 +44,7 @@ inline constexpr ResourceType kApiServices{"apiregistration.k8s.io", "v1", "apis
 struct ListOptions {
   std::string label_selector;
   std::string field_selector;
-  int page_size = 500;  // limit per request; List follows continue tokens to the end
+  int page_size = 100;  // limit per request; List follows continue tokens to the end
 };
 
 struct WatchOptions {
@@ -67,8 +67,18 @@ enum class PatchType { kMerge, kJsonPatch, kStrategicMerge };
 // The narrow interface the rest of certctl sees. `ns` is ignored for cluster-scoped types.
 // Failures carry the code the caller acts on (kConflict: re-read and re-apply;
 // kUnavailable: back off, honouring retry_after(); kExpired: re-list; kNotFound;
-// kAlreadyExists; kPermissionDenied; kUnauthenticated; kInvalidArgument) and the API's
-// own message.
+// kAlreadyExists; kPermissionDenied; kUnauthenticated; kInvalidArgument; kBadResponse: the
+// answer was unusable) and the API's own message, made printable and clipped.
+//
+// Answers are untrusted: an object returned by Get, Create, Update or Patch is the one asked
+// for (metadata.name and namespace match the request, else kBadResponse), and URLs are built
+// only from the names the caller passes, never from a response.
+//
+// Transient failures (transport errors, 5xx, 429) may be retried inside a call, so callers
+// must be ready for the effects of a repeated request: reads; Create (a repeat of a create
+// that reached the server answers kAlreadyExists); Update carrying metadata.resourceVersion (a
+// repeat answers kConflict); Patch with a JSON patch that contains a `test` operation. Other
+// writes are repeated only after a 429, which the server sends before doing anything.
 class Client {
  public:
   virtual ~Client() = default;
@@ -81,8 +91,9 @@ class Client {
                             const ListOptions& options) = 0;
   virtual Result<Json> Create(const ResourceType& type, std::string_view ns,
                               const Json& object) = 0;
-  // Replaces the object; metadata.resourceVersion in `object` makes it conditional.
-  virtual Result<Json> Update(const ResourceType& type, std::string_view ns,
+  // Replaces object `name`; metadata.resourceVersion in `object` makes it conditional. The
+  // object's metadata.name, when set, must be `name` (kInvalidArgument otherwise).
+  virtual Result<Json> Update(const ResourceType& type, std::string_view ns, std::string_view name,
                               const Json& object) = 0;
   virtual Result<Json> Patch(const ResourceType& type, std::string_view ns, std::string_view name,
                              PatchType patch_type, const Json& patch) = 0;
@@ -96,11 +107,24 @@ class Client {
                        const std::function<bool()>& cancelled) = 0;
 };
 
+// How a call rides out transient failures (see Client): capped exponential backoff with up to
+// 50% jitter, or the server's Retry-After when it sends one, up to max_retry_after.
+struct RetryOptions {
+  int max_retries = 4;  // retries per call; -1: as many as the deadline allows
+  std::chrono::milliseconds backoff_base{250};
+  std::chrono::milliseconds backoff_cap{5000};
+  std::chrono::seconds max_retry_after{10};
+  // No retry starts and no wait lasts past this point of the client's Clock; none: no bound.
+  std::optional<TimePoint> deadline;
+  // Told, before each wait, what is retried, why and for how long (for the log).
+  std::function<void(const std::string& message)> on_retry;
+};
+
 struct ClientOptions {
   double qps = 5.0;  // client-side token bucket, client-go's defaults
   int burst = 10;
   std::chrono::milliseconds request_timeout{30000};  // every non-watch request
-  int max_retries = 10;    // 429/5xx answers that carry Retry-After, like client-go
+  RetryOptions retry;
   std::string user_agent;  // default "certctl/<version>"
 };
 

@@ -12,6 +12,11 @@
 
 namespace certctl::kube {
 
+// The largest response body a transport accepts, and the longest watch event: the API
+// server stores objects of at most 1.5 MiB and lists are paged, so anything larger is a broken
+// or hostile peer. Exceeding it is kBadResponse, which is never retried.
+inline constexpr std::size_t kMaxResponseBytes = 4 * 1024 * 1024;
+
 struct HttpRequest {
   std::string method;  // GET, POST, PUT, PATCH, DELETE
   std::string url;     // absolute: https://host:port/api/v1/...
@@ -30,8 +35,10 @@ struct HttpResponse {
 using BodyChunkHandler = std::function<bool(std::string_view chunk)>;
 
 // The seam between the REST client and the network: RestClient speaks HTTP through this,
-// unit tests through a fake. Transport failures (refused, reset, TLS, timeout) are
-// kUnavailable with the reason; HTTP error statuses are responses, not errors.
+// unit tests through a fake. Transient transport failures (refused, reset, timeout) are
+// kUnavailable with the reason; a server whose certificate fails verification is
+// kUnauthenticated (retrying cannot help); a body over kMaxResponseBytes is kBadResponse. HTTP
+// error statuses are responses, not errors.
 class HttpTransport {
  public:
   virtual ~HttpTransport() = default;

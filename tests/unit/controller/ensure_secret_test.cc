@@ -75,10 +75,10 @@ class InterposingClient final : public kube::Client {
     Before(Verb::kCreate);
     return fake_.Create(type, ns, object);
   }
-  Result<Json> Update(const kube::ResourceType& type, std::string_view ns,
+  Result<Json> Update(const kube::ResourceType& type, std::string_view ns, std::string_view name,
                       const Json& object) override {
     Before(Verb::kUpdate);
-    return fake_.Update(type, ns, object);
+    return fake_.Update(type, ns, name, object);
   }
   Result<Json> Patch(const kube::ResourceType& type, std::string_view ns, std::string_view name,
                      kube::PatchType patch_type, const Json& patch) override {
@@ -701,6 +701,31 @@ TEST(EnsureSecret, LeafNeverOutlivesTheCa) {
   ASSERT_TRUE(reissued.has_value());
   EXPECT_EQ(reissued->action, SecretAction::kLeafReissued);
   EXPECT_LE(Leaf(Stored(client)).Info().not_after, ca_end);
+}
+
+TEST(EnsureSecret, APairThatFailsItsOwnValidationIsNeverWritten) {
+  // A leaf that would already be due for renewal the moment it is made: writing it would make
+  // every later run replace it again.
+  SecretSpec spec = Spec();
+  spec.leaf_validity = 10 * kDay;  // renew_before is 30 days
+  FakeClock clock;
+  FakeClient empty;
+  auto created = EnsureSecret(empty, spec, clock);
+  ASSERT_FALSE(created.has_value());
+  EXPECT_EQ(created.error().code(), ErrorCode::kInternal);
+  EXPECT_THAT(created.error().message(),
+              AllOf(HasSubstr("the pair issued for " + std::string(kObject) +
+                              " does not pass its own validation"),
+                    HasSubstr("nothing was written")));
+  EXPECT_EQ(empty.WriteCount(), 0);
+
+  Created cluster;
+  cluster.clock.Advance(61 * kDay);  // the stored leaf is due; its replacement would be too
+  auto reissued = EnsureSecret(cluster.client, spec, cluster.clock);
+  ASSERT_FALSE(reissued.has_value());
+  EXPECT_EQ(reissued.error().code(), ErrorCode::kInternal);
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+  EXPECT_EQ(Stored(cluster.client), cluster.before);
 }
 
 TEST(EnsureSecret, ActionNamesAreStable) {

@@ -79,9 +79,9 @@ class InterposingClient final : public kube::Client {
                       const Json& object) override {
     return fake_.Create(type, ns, object);
   }
-  Result<Json> Update(const kube::ResourceType& type, std::string_view ns,
+  Result<Json> Update(const kube::ResourceType& type, std::string_view ns, std::string_view name,
                       const Json& object) override {
-    return fake_.Update(type, ns, object);
+    return fake_.Update(type, ns, name, object);
   }
   Result<Json> Patch(const kube::ResourceType& type, std::string_view ns, std::string_view name,
                      kube::PatchType patch_type, const Json& patch) override {

@@ -133,7 +133,8 @@ TEST(FakeClient, UpdateThatChangesContentBumpsResourceVersion) {
   FakeClient client;
   Json secret = client.Put(kSecrets, Secret("ns", "cert", {{"tls.crt", "QQ=="}}));
   secret["data"]["tls.crt"] = "Qg==";
-  auto updated = client.Update(kSecrets, "ns", secret);
+  auto updated =
+      client.Update(kSecrets, "ns", secret["metadata"]["name"].get<std::string>(), secret);
   ASSERT_TRUE(updated.has_value()) << updated.error().message();
   EXPECT_EQ(Rv(*updated), "2");
   EXPECT_EQ((*updated)["data"]["tls.crt"], "Qg==");
@@ -143,7 +144,8 @@ TEST(FakeClient, UpdateThatChangesContentBumpsResourceVersion) {
 TEST(FakeClient, NoOpUpdateKeepsResourceVersion) {
   FakeClient client;
   const Json secret = client.Put(kSecrets, Secret("ns", "cert", {{"tls.crt", "QQ=="}}));
-  auto updated = client.Update(kSecrets, "ns", secret);
+  auto updated =
+      client.Update(kSecrets, "ns", secret["metadata"]["name"].get<std::string>(), secret);
   ASSERT_TRUE(updated.has_value()) << updated.error().message();
   EXPECT_EQ(Rv(*updated), "1");
   EXPECT_EQ(client.resource_version(), 1u);
@@ -155,10 +157,10 @@ TEST(FakeClient, UpdateWithStaleResourceVersionIsConflict) {
   Json stale = client.Put(kSecrets, Secret("ns", "x", {{"tls.crt", "QQ=="}}));
   Json fresh = stale;
   fresh["data"]["tls.crt"] = "Qg==";
-  ASSERT_TRUE(client.Update(kSecrets, "ns", fresh).has_value());
+  ASSERT_TRUE(client.Update(kSecrets, "ns", "x", fresh).has_value());
 
   stale["data"]["tls.crt"] = "Qw==";
-  auto updated = client.Update(kSecrets, "ns", stale);
+  auto updated = client.Update(kSecrets, "ns", "x", stale);
   ASSERT_FALSE(updated.has_value());
   EXPECT_EQ(updated.error().code(), ErrorCode::kConflict);
   EXPECT_EQ(updated.error().message(),
@@ -171,14 +173,14 @@ TEST(FakeClient, UpdateWithoutResourceVersionIsUnconditional) {
   FakeClient client;
   client.Put(kSecrets, Secret("ns", "x", {{"tls.crt", "QQ=="}}));
   client.Put(kSecrets, Secret("ns", "x", {{"tls.crt", "Qg=="}}));
-  auto updated = client.Update(kSecrets, "ns", Secret("ns", "x", {{"tls.crt", "Qw=="}}));
+  auto updated = client.Update(kSecrets, "ns", "x", Secret("ns", "x", {{"tls.crt", "Qw=="}}));
   ASSERT_TRUE(updated.has_value()) << updated.error().message();
   EXPECT_EQ(Rv(*updated), "3");
 }
 
 TEST(FakeClient, UpdateOfAbsentObjectIsNotFound) {
   FakeClient client;
-  auto updated = client.Update(kSecrets, "ns", Secret("ns", "x"));
+  auto updated = client.Update(kSecrets, "ns", "x", Secret("ns", "x"));
   ASSERT_FALSE(updated.has_value());
   EXPECT_EQ(updated.error().code(), ErrorCode::kNotFound);
   EXPECT_EQ(updated.error().message(), "secrets \"x\" not found");
@@ -506,16 +508,17 @@ TEST(FakeClient, InjectedFailuresAreUsedUpInOrder) {
   client.InjectFailure(Verb::kUpdate, kSecrets, Error(ErrorCode::kConflict, "first"));
   client.InjectFailure(Verb::kUpdate, kSecrets, Error(ErrorCode::kPermissionDenied, "second"));
 
-  auto first = client.Update(kSecrets, "ns", secret);
+  auto first = client.Update(kSecrets, "ns", secret["metadata"]["name"].get<std::string>(), secret);
   ASSERT_FALSE(first.has_value());
   EXPECT_EQ(first.error().code(), ErrorCode::kConflict);
-  auto second = client.Update(kSecrets, "ns", secret);
+  auto second =
+      client.Update(kSecrets, "ns", secret["metadata"]["name"].get<std::string>(), secret);
   ASSERT_FALSE(second.has_value());
   EXPECT_EQ(second.error().code(), ErrorCode::kPermissionDenied);
   // Failed calls change nothing.
   EXPECT_EQ(Rv(*client.Object(kSecrets, "ns", "x")), "1");
 
-  auto third = client.Update(kSecrets, "ns", secret);
+  auto third = client.Update(kSecrets, "ns", secret["metadata"]["name"].get<std::string>(), secret);
   ASSERT_TRUE(third.has_value()) << third.error().message();
   EXPECT_EQ(Rv(*third), "2");
 }
@@ -579,7 +582,8 @@ TEST(FakeClient, ConcurrentReadModifyWriteLosesNoUpdate) {
           Json secret = **got;
           secret["data"]["n"] =
               std::to_string(std::stoi(secret["data"]["n"].get<std::string>()) + 1);
-          auto updated = client.Update(kSecrets, "ns", secret);
+          auto updated =
+              client.Update(kSecrets, "ns", secret["metadata"]["name"].get<std::string>(), secret);
           if (updated) {
             break;
           }

@@ -83,7 +83,7 @@ TEST_F(RestClientTest, NeverAsksForOrSendsProtobuf) {
   ASSERT_TRUE(client->Get(kSecrets, "infra", "s"));
   ASSERT_TRUE(client->List(kSecrets, "infra", {}));
   ASSERT_TRUE(client->Create(kSecrets, "infra", Secret("s")));
-  ASSERT_TRUE(client->Update(kSecrets, "infra", Secret("s")));
+  ASSERT_TRUE(client->Update(kSecrets, "infra", "s", Secret("s")));
   ASSERT_TRUE(client->Patch(kSecrets, "infra", "s", PatchType::kMerge, {{"data", {}}}));
   ASSERT_TRUE(client->Delete(kSecrets, "infra", "s"));
   for (const HttpRequest& request : server_.requests()) {
@@ -110,7 +110,15 @@ TEST_F(RestClientTest, CustomUserAgent) {
 
 TEST_F(RestClientTest, BuildsCoreGroupAndClusterScopedPaths) {
   config_.server = "https://proxy.test/k8s/clusters/c1/";
-  server_.SetHandler([](const HttpRequest&) { return FakeReply::Json(200, Json::object()); });
+  // Each answer names the object asked for: the last path segment, decoded.
+  server_.SetHandler([](const HttpRequest& request) {
+    const std::string path = FakeTransport::PathOf(request.url);
+    std::string name = path.substr(path.rfind('/') + 1);
+    if (name == "odd%20name%2Fx") {
+      name = "odd name/x";
+    }
+    return FakeReply::Json(200, {{"metadata", {{"name", name}}}});
+  });
   auto client = NewClient();
   ASSERT_TRUE(client->Get(kLeases, "kube-system", "lock"));
   ASSERT_TRUE(client->Get(kValidatingWebhookConfigurations, "ignored", "hook.example.com"));
@@ -136,7 +144,7 @@ TEST_F(RestClientTest, RejectsMissingNamesAndNamespaces) {
   auto no_ns = client->Get(kSecrets, "", "x");
   ASSERT_FALSE(no_ns);
   EXPECT_EQ(no_ns.error().code(), ErrorCode::kInvalidArgument);
-  auto no_name = client->Update(kSecrets, "infra", Json{{"metadata", Json::object()}});
+  auto no_name = client->Update(kSecrets, "infra", "", Json{{"metadata", Json::object()}});
   ASSERT_FALSE(no_name);
   EXPECT_EQ(no_name.error().code(), ErrorCode::kInvalidArgument);
   EXPECT_TRUE(server_.requests().empty());
@@ -220,12 +228,12 @@ TEST_F(RestClientTest, CreateTakesTheNamespaceFromTheObject) {
   ASSERT_TRUE(NewClient()->Create(kSecrets, "", Secret("new")));
 }
 
-TEST_F(RestClientTest, UpdatePutsToTheObjectsName) {
+TEST_F(RestClientTest, UpdatePutsToTheNameAskedFor) {
   server_.Script("PUT", "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/vw",
                  {FakeReply::Json(200, {{"metadata", {{"name", "vw"}}}})});
   Json hook = {{"metadata", {{"name", "vw"}, {"resourceVersion", "12"}}},
                {"webhooks", Json::array()}};
-  auto updated = NewClient()->Update(kValidatingWebhookConfigurations, "", hook);
+  auto updated = NewClient()->Update(kValidatingWebhookConfigurations, "", "vw", hook);
   ASSERT_TRUE(updated) << updated.error().message();
   const HttpRequest request = server_.requests().at(0);
   EXPECT_EQ(FakeTransport::Header(request, "Content-Type"), "application/json");
@@ -283,7 +291,8 @@ TEST_F(RestClientTest, ErrorsCarryContextCodeAndServerMessage) {
                 0),
             0u);
 
-  auto update = client->Update(kSecrets, "infra", Secret("webhook-server-cert"));
+  auto update =
+      client->Update(kSecrets, "infra", "webhook-server-cert", Secret("webhook-server-cert"));
   ASSERT_FALSE(update);
   EXPECT_EQ(update.error().code(), ErrorCode::kConflict);
   EXPECT_EQ(update.error().message(),
@@ -298,7 +307,7 @@ TEST_F(RestClientTest, UndecodableSuccessBodyIsAnErrorThatDoesNotQuoteIt) {
   server_.Script("GET", kSecretPath, {FakeReply::Text(200, "tls.key: c2VjcmV0 not json")});
   auto get = NewClient()->Get(kSecrets, "infra", "webhook-server-cert");
   ASSERT_FALSE(get);
-  EXPECT_EQ(get.error().code(), ErrorCode::kInternal);
+  EXPECT_EQ(get.error().code(), ErrorCode::kBadResponse);
   EXPECT_EQ(get.error().message().find("c2VjcmV0"), std::string::npos);
 }
 
@@ -318,7 +327,7 @@ TEST_F(RestClientTest, RetryAfterIsHonouredForAnyVerb) {
 }
 
 TEST_F(RestClientTest, RetryAfterRetriesStopAfterMaxRetries) {
-  options_.max_retries = 3;
+  options_.retry.max_retries = 3;
   server_.Script("GET", kSecretPath,
                  {FakeReply::Text(429, "Too many requests, please try again later.")
                       .WithHeader("retry-after", "1")});
@@ -331,23 +340,137 @@ TEST_F(RestClientTest, RetryAfterRetriesStopAfterMaxRetries) {
   EXPECT_EQ(sleeps(), std::vector<milliseconds>(3, milliseconds(1000)));
 }
 
-TEST_F(RestClientTest, WritesWithoutRetryAfterAreNotRetried) {
-  server_.Script("POST", kSecretsPath, {FakeReply::Status(503, "ServiceUnavailable", "busy")});
-  server_.Script("PUT", kSecretPath, {FakeReply::Failure("Connection reset by peer")});
+TEST_F(RestClientTest, UnguardedWritesAreRetriedOnlyAfterA429) {
+  // Without a resourceVersion, or as a merge patch, a write that may have reached the server
+  // must not run twice; a 429 says the server did nothing.
+  Json unconditional = Secret("webhook-server-cert");
+  unconditional["metadata"].erase("resourceVersion");
+  server_.Script("PUT", kSecretPath,
+                 {FakeReply::Status(503, "ServiceUnavailable", "busy"),
+                  FakeReply::Json(200, Secret("webhook-server-cert"))});
   server_.Script("PATCH", kSecretPath,
-                 {FakeReply::Text(429, "Too many requests, please try again later.")});
+                 {FakeReply::Failure("Connection reset by peer"),
+                  FakeReply::Text(429, "Too many requests, please try again later."),
+                  FakeReply::Json(200, Secret("webhook-server-cert"))});
+  server_.Script("DELETE", kSecretPath, {FakeReply::Failure("Connection reset by peer")});
   auto client = NewClient();
-  auto create = client->Create(kSecrets, "infra", Secret("webhook-server-cert"));
-  ASSERT_FALSE(create);
-  EXPECT_EQ(create.error().code(), ErrorCode::kUnavailable);
-  auto update = client->Update(kSecrets, "infra", Secret("webhook-server-cert"));
+  auto update = client->Update(kSecrets, "infra", "webhook-server-cert", unconditional);
   ASSERT_FALSE(update);
   EXPECT_EQ(update.error().code(), ErrorCode::kUnavailable);
-  EXPECT_EQ(update.error().message(),
-            "update secrets infra/webhook-server-cert: Connection reset by peer");
+  auto reset = client->Patch(kSecrets, "infra", "webhook-server-cert", PatchType::kMerge, {});
+  ASSERT_FALSE(reset);
+  EXPECT_EQ(reset.error().message(),
+            "patch secrets infra/webhook-server-cert: Connection reset by peer");
   auto patch = client->Patch(kSecrets, "infra", "webhook-server-cert", PatchType::kMerge, {});
-  ASSERT_FALSE(patch);
-  EXPECT_EQ(server_.requests().size(), 3u);
+  ASSERT_TRUE(patch) << patch.error().message();
+  EXPECT_FALSE(client->Delete(kSecrets, "infra", "webhook-server-cert"));
+  EXPECT_EQ(server_.CountRequests("PUT", kSecretPath), 1u);
+  EXPECT_EQ(server_.CountRequests("PATCH", kSecretPath), 3u);
+  EXPECT_EQ(server_.CountRequests("DELETE", kSecretPath), 1u);
+  EXPECT_EQ(sleeps().size(), 1u);
+}
+
+TEST_F(RestClientTest, GuardedWritesRideOutTransientFailures) {
+  server_.Script("POST", kSecretsPath,
+                 {FakeReply::Status(503, "ServiceUnavailable", "busy"),
+                  FakeReply::Failure("Connection reset by peer"),
+                  FakeReply::Json(201, Secret("webhook-server-cert"))});
+  server_.Script("PUT", kSecretPath,
+                 {FakeReply::Status(500, "InternalError", "etcd hiccup"),
+                  FakeReply::Failure("Operation timed out"),
+                  FakeReply::Json(200, Secret("webhook-server-cert", "7"))});
+  const std::string vwc =
+      "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/vw";
+  server_.Script("PATCH", vwc,
+                 {FakeReply::Status(504, "Timeout", "request timed out"),
+                  FakeReply::Json(200, {{"metadata", {{"name", "vw"}}}})});
+  auto client = NewClient();
+  auto created = client->Create(kSecrets, "infra", Secret("webhook-server-cert"));
+  ASSERT_TRUE(created) << created.error().message();
+  auto updated =
+      client->Update(kSecrets, "infra", "webhook-server-cert", Secret("webhook-server-cert", "6"));
+  ASSERT_TRUE(updated) << updated.error().message();
+  const Json guarded = Json::array(
+      {{{"op", "test"}, {"path", "/webhooks/0/name"}, {"value", "a.example.com"}},
+       {{"op", "add"}, {"path", "/webhooks/0/clientConfig/caBundle"}, {"value", "Q0E="}}});
+  auto patched =
+      client->Patch(kValidatingWebhookConfigurations, "", "vw", PatchType::kJsonPatch, guarded);
+  ASSERT_TRUE(patched) << patched.error().message();
+  EXPECT_EQ(server_.CountRequests("POST", kSecretsPath), 3u);
+  EXPECT_EQ(server_.CountRequests("PUT", kSecretPath), 3u);
+  EXPECT_EQ(server_.CountRequests("PATCH", vwc), 2u);
+  EXPECT_EQ(sleeps().size(), 5u);
+}
+
+TEST_F(RestClientTest, RetryAfterIsCappedAndEveryWaitIsReported) {
+  std::vector<std::string> reported;
+  options_.retry.on_retry = [&reported](const std::string& message) {
+    reported.push_back(message);
+  };
+  server_.Script(
+      "GET", kSecretPath,
+      {FakeReply::Status(429, "TooManyRequests", "slow down").WithHeader("retry-after", "3600"),
+       FakeReply::Status(503, "ServiceUnavailable", "busy"),
+       FakeReply::Json(200, Secret("webhook-server-cert"))});
+  auto get = NewClient()->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_TRUE(get) << get.error().message();
+  ASSERT_EQ(sleeps().size(), 2u);
+  EXPECT_EQ(sleeps()[0], milliseconds(10000));  // not an hour
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_EQ(reported[0],
+            "get secrets infra/webhook-server-cert: HTTP 429 (slow down); retrying in 10s (the "
+            "server asked for Retry-After 3600s, honoured for at most 10s)");
+  EXPECT_EQ(reported[1].rfind("get secrets infra/webhook-server-cert: HTTP 503 (busy); "
+                              "retrying in ",
+                              0),
+            0u)
+      << reported[1];
+}
+
+TEST_F(RestClientTest, ADeadlineBoundsRetriesAndNoWaitPassesIt) {
+  options_.retry.max_retries = -1;
+  options_.retry.deadline = clock_.Now() + std::chrono::seconds(3);
+  server_.Script(
+      "GET", kSecretPath,
+      {FakeReply::Status(429, "TooManyRequests", "slow down").WithHeader("retry-after", "3600")});
+  auto get = NewClient()->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(get);
+  EXPECT_EQ(get.error().code(), ErrorCode::kUnavailable);
+  // One wait to the deadline, a last try there, then the 429 is the answer.
+  EXPECT_EQ(sleeps(), (std::vector<milliseconds>{milliseconds(3000)}));
+  EXPECT_EQ(server_.CountRequests("GET", kSecretPath), 2u);
+}
+
+TEST_F(RestClientTest, WithoutARetryLimitTheDeadlineAloneEndsRetries) {
+  options_.retry.max_retries = -1;
+  options_.retry.deadline = clock_.Now() + std::chrono::seconds(30);
+  server_.Script("GET", kSecretPath, {FakeReply::Failure("Connection refused")});
+  auto get = NewClient()->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(get);
+  milliseconds waited{0};
+  for (const milliseconds sleep : sleeps()) {
+    EXPECT_LE(sleep, milliseconds(7500));  // the 5 s cap plus up to half of it as jitter
+    waited += sleep;
+  }
+  EXPECT_EQ(waited, milliseconds(30000));
+  EXPECT_GT(server_.requests().size(), 6u);
+}
+
+TEST_F(RestClientTest, TlsVerificationFailuresAnd403AreNeverRetried) {
+  server_.Script("GET", kSecretPath,
+                 {FakeReply::Failure("SSL peer certificate or SSH remote key was not OK",
+                                     ErrorCode::kUnauthenticated)});
+  server_.Script("PUT", kSecretPath, {FakeReply::Status(403, "Forbidden", "forbidden")});
+  options_.retry.max_retries = -1;
+  auto client = NewClient();
+  auto get = client->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(get);
+  EXPECT_EQ(get.error().code(), ErrorCode::kUnauthenticated);
+  auto update =
+      client->Update(kSecrets, "infra", "webhook-server-cert", Secret("webhook-server-cert"));
+  ASSERT_FALSE(update);
+  EXPECT_EQ(update.error().code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(server_.requests().size(), 2u);
   EXPECT_TRUE(sleeps().empty());
 }
 
@@ -378,6 +501,115 @@ TEST_F(RestClientTest, ReadsGiveUpAfterAFewAttempts) {
   EXPECT_EQ(server_.requests().size(), 5u);
   for (const milliseconds sleep : sleeps()) {
     EXPECT_LE(sleep, milliseconds(6000));
+  }
+}
+
+// ---- Untrusted answers -------------------------------------------------------------------------
+
+TEST_F(RestClientTest, AnAnswerForAnotherObjectIsRefused) {
+  Json foreign_ns = Secret("webhook-server-cert");
+  foreign_ns["metadata"]["namespace"] = "kube-system";
+  server_.Script("GET", kSecretPath,
+                 {FakeReply::Json(200, Secret("victim")), FakeReply::Json(200, foreign_ns)});
+  server_.Script("PUT", kSecretPath, {FakeReply::Json(200, Secret("victim"))});
+  auto client = NewClient();
+  auto renamed = client->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(renamed);
+  EXPECT_EQ(renamed.error().code(), ErrorCode::kBadResponse);
+  EXPECT_EQ(renamed.error().message(),
+            "get secrets infra/webhook-server-cert: the server answered with another object, "
+            "named \"victim\"; nothing was written to it");
+  auto moved = client->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(moved);
+  EXPECT_NE(moved.error().message().find("\"kube-system\""), std::string::npos);
+  auto update =
+      client->Update(kSecrets, "infra", "webhook-server-cert", Secret("webhook-server-cert"));
+  ASSERT_FALSE(update);
+  EXPECT_EQ(update.error().code(), ErrorCode::kBadResponse);
+  for (const HttpRequest& request : server_.requests()) {
+    EXPECT_EQ(request.url.find("victim"), std::string::npos) << request.url;
+  }
+}
+
+TEST_F(RestClientTest, UpdateGoesToTheNameAskedForAndRefusesAMismatchedBody) {
+  auto mismatched = NewClient()->Update(kSecrets, "infra", "webhook-server-cert", Secret("victim"));
+  ASSERT_FALSE(mismatched);
+  EXPECT_EQ(mismatched.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(server_.requests().empty());
+}
+
+TEST_F(RestClientTest, FieldsOfTheWrongTypeAreErrorsNamingTheField) {
+  Json numbered = Secret("webhook-server-cert");
+  numbered["metadata"]["name"] = 123;
+  Json scalar_metadata = Secret("webhook-server-cert");
+  scalar_metadata["metadata"] = "webhook-server-cert";
+  server_.Script("GET", kSecretPath,
+                 {FakeReply::Json(200, numbered), FakeReply::Json(200, scalar_metadata)});
+  server_.Script(
+      "GET", kSecretsPath,
+      {FakeReply::Json(200, {{"items", "none"}}),
+       FakeReply::Json(200, {{"items", Json::array({7})}}),
+       FakeReply::Json(200, {{"items", Json::array()}, {"metadata", {{"continue", 5}}}})});
+  auto client = NewClient();
+  auto name = client->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(name);
+  EXPECT_EQ(name.error().code(), ErrorCode::kBadResponse);
+  EXPECT_EQ(name.error().message(),
+            "get secrets infra/webhook-server-cert: metadata.name is a number, not a string");
+  auto metadata = client->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(metadata);
+  EXPECT_EQ(metadata.error().message(),
+            "get secrets infra/webhook-server-cert: metadata is a string, not an object");
+  for (const char* field : {"items is a string, not an array", "an item of the list",
+                            "metadata.continue is a number, not a string"}) {
+    auto list = client->List(kSecrets, "infra", {});
+    ASSERT_FALSE(list);
+    EXPECT_EQ(list.error().code(), ErrorCode::kBadResponse);
+    EXPECT_NE(list.error().message().find(field), std::string::npos) << list.error().message();
+  }
+}
+
+TEST_F(RestClientTest, ListStopsWhenContinueTokensCycle) {
+  int page = 0;
+  server_.SetHandler([&page](const HttpRequest&) {
+    const char* token = page++ % 2 == 0 ? "a" : "b";
+    return FakeReply::Json(200, {{"items", Json::array({Secret("s")})},
+                                 {"metadata", {{"resourceVersion", "9"}, {"continue", token}}}});
+  });
+  auto list = NewClient()->List(kSecrets, "infra", {});
+  ASSERT_FALSE(list);
+  EXPECT_EQ(list.error().code(), ErrorCode::kBadResponse);
+  EXPECT_NE(list.error().message().find("repeated a continue token"), std::string::npos);
+  EXPECT_EQ(server_.requests().size(), 3u);
+}
+
+TEST_F(RestClientTest, ListStopsAfterABoundedNumberOfPages) {
+  int page = 0;
+  server_.SetHandler([&page](const HttpRequest&) {
+    return FakeReply::Json(
+        200, {{"items", Json::array()}, {"metadata", {{"continue", std::to_string(page++)}}}});
+  });
+  auto list = NewClient()->List(kSecrets, "infra", {});
+  ASSERT_FALSE(list);
+  EXPECT_EQ(list.error().code(), ErrorCode::kBadResponse);
+  EXPECT_NE(list.error().message().find("after 1000 pages"), std::string::npos);
+  EXPECT_EQ(server_.requests().size(), 1000u);
+}
+
+TEST_F(RestClientTest, StatusMessagesArePrintableAndClipped) {
+  const std::string hostile =
+      "line one\nline two\r\x1b[31mred\x1b[0m\t" + std::string(1024 * 1024, 'A');
+  server_.Script("GET", kSecretPath, {FakeReply::Status(403, "Forbidden", hostile)});
+  auto get = NewClient()->Get(kSecrets, "infra", "webhook-server-cert");
+  ASSERT_FALSE(get);
+  const std::string& message = get.error().message();
+  EXPECT_EQ(
+      message.rfind("get secrets infra/webhook-server-cert: line one line two [31mred [0m A", 0),
+      0u)
+      << message.substr(0, 200);
+  EXPECT_LT(message.size(), 500u);
+  for (const char c : message) {
+    EXPECT_GE(static_cast<unsigned char>(c), 0x20);
   }
 }
 
@@ -437,7 +669,7 @@ TEST_F(RestClientTest, TheTokenNeverAppearsInAnyErrorMessage) {
     }
     return FakeReply::Status(403, "Forbidden", "forbidden");
   });
-  options_.max_retries = 1;
+  options_.retry.max_retries = 1;
   auto client = NewClient();
   std::vector<Error> errors;
   for (const char* name : {"a", "b", "c", "d"}) {
@@ -660,7 +892,7 @@ TEST_F(RestClientWatchTest, MalformedEventIsAnError) {
   std::vector<WatchEvent> events;
   auto watched = RunWatch({}, events);
   ASSERT_FALSE(watched);
-  EXPECT_EQ(watched.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(watched.error().code(), ErrorCode::kBadResponse);
   EXPECT_EQ(events.size(), 1u);
 }
 

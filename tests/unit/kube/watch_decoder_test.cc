@@ -119,7 +119,7 @@ TEST(WatchDecoder, MalformedLineIsInvalidArgumentAndNotQuoted) {
   auto fed =
       decoder.Feed("{\"type\":\"ADDED\",\"object\":{\"data\":{\"tls.key\":\"c2VjcmV0\"}\n", events);
   ASSERT_FALSE(fed);
-  EXPECT_EQ(fed.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(fed.error().code(), ErrorCode::kBadResponse);
   EXPECT_NE(fed.error().message().find("malformed"), std::string::npos);
   EXPECT_EQ(fed.error().message().find("c2VjcmV0"), std::string::npos);
 }
@@ -132,7 +132,7 @@ TEST(WatchDecoder, RejectsUnknownTypeAndMissingParts) {
     std::vector<WatchEvent> events;
     auto fed = decoder.Feed(line + "\n", events);
     ASSERT_FALSE(fed) << line;
-    EXPECT_EQ(fed.error().code(), ErrorCode::kInvalidArgument) << line;
+    EXPECT_EQ(fed.error().code(), ErrorCode::kBadResponse) << line;
     EXPECT_TRUE(events.empty()) << line;
   }
 }
