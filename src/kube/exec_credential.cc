@@ -1,8 +1,11 @@
 #include "kube/exec_credential.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +49,18 @@ class Fd {
 
  private:
   int fd_;
+};
+
+class SpawnAttributes {
+ public:
+  SpawnAttributes() { ::posix_spawnattr_init(&attributes_); }
+  SpawnAttributes(const SpawnAttributes&) = delete;
+  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+  ~SpawnAttributes() { ::posix_spawnattr_destroy(&attributes_); }
+  posix_spawnattr_t* get() { return &attributes_; }
+
+ private:
+  posix_spawnattr_t attributes_;
 };
 
 class FileActions {
@@ -106,6 +121,39 @@ int WaitForChild(pid_t pid) {
   return status;
 }
 
+// The child's exit status, or nothing when it is still running at `deadline`. Polls:
+// the plugin has closed its output by now, so it is expected to exit at once.
+std::optional<int> WaitForChildUntil(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  constexpr auto kPollInterval = std::chrono::milliseconds(5);
+  while (true) {
+    int status = 0;
+    const pid_t reaped = ::waitpid(pid, &status, WNOHANG);
+    if (reaped == pid) {
+      return status;
+    }
+    if (reaped < 0 && errno != EINTR) {
+      return std::nullopt;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(kPollInterval, deadline - now));
+  }
+}
+
+// Ends everything the plugin started: its process group, which outlives the plugin itself
+// while any member is left.
+void KillPluginGroup(pid_t pid) { ::kill(-pid, SIGKILL); }
+
+std::string Describe(std::chrono::milliseconds timeout) {
+  if (timeout % std::chrono::seconds(1) == std::chrono::milliseconds::zero()) {
+    return FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(timeout));
+  }
+  return std::to_string(timeout.count()) + "ms";
+}
+
 }  // namespace
 
 Result<ExecToken> ParseExecCredential(std::string_view output, const ExecCredential& exec) {
@@ -148,7 +196,7 @@ Result<ExecToken> ParseExecCredential(std::string_view output, const ExecCredent
   return result;
 }
 
-Result<ExecToken> RunExecPlugin(const ExecCredential& exec) {
+Result<ExecToken> RunExecPlugin(const ExecCredential& exec, std::chrono::milliseconds timeout) {
   if (exec.command.empty()) {
     return Fail(ErrorCode::kUnauthenticated, "exec plugin: no command");
   }
@@ -178,27 +226,32 @@ Result<ExecToken> RunExecPlugin(const ExecCredential& exec) {
   }
   envp.push_back(nullptr);
 
+  // A group of its own (its pgid is its pid), so a timeout can kill what it started too.
+  SpawnAttributes attributes;
+  ::posix_spawnattr_setflags(attributes.get(), POSIX_SPAWN_SETPGROUP);
+  ::posix_spawnattr_setpgroup(attributes.get(), 0);
+
   pid_t pid = 0;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   // A command without a slash is looked up in PATH, like exec.Command in Go.
   const bool search_path = exec.command.find('/') == std::string::npos;
   const int spawned = search_path ? ::posix_spawnp(&pid, exec.command.c_str(), actions.get(),
-                                                   nullptr, argv.data(), envp.data())
+                                                   attributes.get(), argv.data(), envp.data())
                                   : ::posix_spawn(&pid, exec.command.c_str(), actions.get(),
-                                                  nullptr, argv.data(), envp.data());
+                                                  attributes.get(), argv.data(), envp.data());
   if (spawned != 0) {
     return PluginFailure(exec, std::string("cannot run: ") + std::strerror(spawned));
   }
   write_end.Close();
 
   std::string output;
-  const auto deadline = std::chrono::steady_clock::now() + kExecPluginTimeout;
   std::string failure;
   char buffer[8192];
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      failure = "timed out after " + std::to_string(kExecPluginTimeout.count()) + "s";
+      failure = "did not finish within " + Describe(timeout);
       break;
     }
     pollfd waiting{read_end.get(), POLLIN, 0};
@@ -231,14 +284,21 @@ Result<ExecToken> RunExecPlugin(const ExecCredential& exec) {
     }
   }
   if (!failure.empty()) {
-    ::kill(pid, SIGKILL);
+    KillPluginGroup(pid);
     WaitForChild(pid);
     return PluginFailure(exec, failure);
   }
   read_end.Close();
-  const int status = WaitForChild(pid);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return PluginFailure(exec, ExitDescription(status));
+  // Closing its output is not the end: a plugin that lingers after it is on the same clock.
+  const std::optional<int> status = WaitForChildUntil(pid, deadline);
+  if (!status) {
+    KillPluginGroup(pid);
+    WaitForChild(pid);
+    return PluginFailure(exec, "closed its output but did not exit within " + Describe(timeout));
+  }
+  if (!WIFEXITED(*status) || WEXITSTATUS(*status) != 0) {
+    KillPluginGroup(pid);
+    return PluginFailure(exec, ExitDescription(*status));
   }
   return ParseExecCredential(output, exec);
 }

@@ -17,13 +17,16 @@ struct ExecToken {
   std::optional<TimePoint> expiry;  // none: valid until the server rejects it
 };
 
-// A plugin that prints nothing for this long is killed.
-inline constexpr std::chrono::seconds kExecPluginTimeout{60};
+// The whole exchange with a plugin (start, output, exit) must end within this.
+inline constexpr std::chrono::milliseconds kExecPluginTimeout{std::chrono::seconds(60)};
 
 // Runs the plugin (posix_spawn, stdin from /dev/null, its stderr to ours) with
-// KUBERNETES_EXEC_INFO set, and reads the ExecCredential it prints. Failures are
-// kUnauthenticated and name the command; they never quote the plugin's output.
-Result<ExecToken> RunExecPlugin(const ExecCredential& exec);
+// KUBERNETES_EXEC_INFO set, and reads the ExecCredential it prints. The plugin runs in a
+// process group of its own: when it fails or outlives `timeout` (which covers the wait for
+// its exit too), the whole group is killed, so helpers it started cannot outlive it.
+// Failures are kUnauthenticated and name the command; they never quote the plugin's output.
+Result<ExecToken> RunExecPlugin(const ExecCredential& exec,
+                                std::chrono::milliseconds timeout = kExecPluginTimeout);
 
 // Parses the ExecCredential JSON a plugin printed.
 Result<ExecToken> ParseExecCredential(std::string_view output, const ExecCredential& exec);

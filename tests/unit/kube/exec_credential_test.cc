@@ -1,0 +1,112 @@
+#include "kube/exec_credential.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "support/temp_dir.h"
+
+namespace certctl::kube {
+namespace {
+
+namespace fs = std::filesystem;
+using certctl::testing::TempDir;
+using ::testing::HasSubstr;
+
+constexpr char kCredential[] =
+    R"js({"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"plugin-token"}})js";
+
+ExecCredential Plugin(const TempDir& dir, const std::string& body) {
+  const fs::path script = dir.Write("plugin.sh", "#!/bin/sh\n" + body);
+  fs::permissions(script, fs::perms::owner_all);
+  return ExecCredential{script.string(), {}, {}, "client.authentication.k8s.io/v1"};
+}
+
+// Whether the process is gone: no such process, or a zombie waiting for its new parent.
+bool Ended(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) {
+    return true;
+  }
+  const auto state = line.find(") ");
+  return state != std::string::npos && line[state + 2] == 'Z';
+}
+
+std::string PidIn(const TempDir& dir, std::string_view file) {
+  const std::string content = dir.Read(file);
+  return content.substr(0, content.find('\n'));
+}
+
+// Kill is asynchronous: give the kernel a moment to finish the group off.
+bool EndsSoon(const std::string& pid) {
+  for (int attempt = 0; attempt < 200 && !Ended(pid); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Ended(pid);
+}
+
+TEST(ExecPlugin, RunsInAProcessGroupOfItsOwn) {
+  TempDir dir;
+  const auto exec =
+      Plugin(dir, "echo \"$$ $(cut -d' ' -f5 /proc/$$/stat)\" > \"" +
+                      (dir.path() / "ids").string() + "\"\necho '" + kCredential + "'\n");
+  auto token = RunExecPlugin(exec);
+  ASSERT_TRUE(token) << token.error().message();
+  EXPECT_EQ(token->token, "plugin-token");
+  std::string pid;
+  std::string group;
+  std::ifstream(dir.path() / "ids") >> pid >> group;
+  EXPECT_EQ(pid, group);
+}
+
+TEST(ExecPlugin, APluginThatLingersAfterClosingItsOutputIsKilledAtTheDeadline) {
+  // The whole credential arrives, then the plugin hangs on: the deadline still holds.
+  TempDir dir;
+  const auto exec = Plugin(dir, "echo $$ > \"" + (dir.path() / "pid").string() + "\"\necho '" +
+                                    kCredential + "'\nexec >&-\nsleep 30\n");
+  auto token = RunExecPlugin(exec, std::chrono::milliseconds(500));
+  ASSERT_FALSE(token);
+  EXPECT_EQ(token.error().code(), ErrorCode::kUnauthenticated);
+  EXPECT_THAT(token.error().message(),
+              HasSubstr("closed its output but did not exit within 500ms"));
+  EXPECT_TRUE(EndsSoon(PidIn(dir, "pid")));
+}
+
+TEST(ExecPlugin, ATimeoutKillsWhatThePluginStarted) {
+  // The plugin exits, but a helper it started keeps its output open: both the wait and the
+  // helper must end.
+  TempDir dir;
+  const auto exec =
+      Plugin(dir, "sleep 30 &\necho $! > \"" + (dir.path() / "helper").string() + "\"\nexit 0\n");
+  auto token = RunExecPlugin(exec, std::chrono::seconds(1));
+  ASSERT_FALSE(token);
+  EXPECT_THAT(token.error().message(), HasSubstr("did not finish within 1s"));
+  EXPECT_TRUE(EndsSoon(PidIn(dir, "helper")));
+}
+
+TEST(ExecPlugin, APluginThatPrintsNothingTimesOut) {
+  TempDir dir;
+  const auto exec = Plugin(dir, "sleep 30\n");
+  auto token = RunExecPlugin(exec, std::chrono::milliseconds(300));
+  ASSERT_FALSE(token);
+  EXPECT_THAT(token.error().message(), HasSubstr("did not finish within 300ms"));
+  EXPECT_THAT(token.error().message(), HasSubstr(exec.command));
+}
+
+TEST(ExecPlugin, AFailingPluginIsReportedWithItsStatus) {
+  TempDir dir;
+  auto token = RunExecPlugin(Plugin(dir, "echo partial\nexit 4\n"));
+  ASSERT_FALSE(token);
+  EXPECT_THAT(token.error().message(), HasSubstr("exited with status 4"));
+  EXPECT_THAT(token.error().message(), ::testing::Not(HasSubstr("partial")));
+}
+
+}  // namespace
+}  // namespace certctl::kube
