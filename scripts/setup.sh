@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
-  hyperfine
+  hyperfine strace
   python3 python3-pytest python3-kubernetes python3-yaml
 )
 

@@ -79,14 +79,18 @@ Status WritePairToDir(const fs::path& dir, const PairFiles& files, Overwrite ove
     entries.push_back({kCaKeyFile, &files.ca_key, kPrivate});
   }
 
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) {
-    return Fail(ErrorCode::kIo, "cannot create " + dir.string() + ": " + error.message());
+  // Readable by the server that uses the pair; the key files themselves stay 0600.
+  constexpr fs::perms kFolder = fs::perms::owner_all | fs::perms::group_read |
+                                fs::perms::group_exec | fs::perms::others_read |
+                                fs::perms::others_exec;
+  if (auto created = CreateDirectories(dir, kFolder); !created) {
+    return created;
   }
   if (overwrite == Overwrite::kRefuse) {
+    std::error_code error;
     for (const Entry& entry : entries) {
-      if (fs::exists(dir / entry.name, error)) {
+      // symlink_status: a link is an existing file even when it points nowhere.
+      if (fs::exists(fs::symlink_status(dir / entry.name, error))) {
         return Fail(ErrorCode::kFailedPrecondition,
                     (dir / entry.name).string() + " already exists (use --force to replace it)");
       }
@@ -99,7 +103,7 @@ Status WritePairToDir(const fs::path& dir, const PairFiles& files, Overwrite ove
       return written;
     }
   }
-  return {};
+  return SyncDirectory(dir);
 }
 
 }  // namespace certctl::cli

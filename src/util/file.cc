@@ -130,4 +130,42 @@ Status WriteFileAtomic(const std::filesystem::path& path, std::string_view conte
   return {};
 }
 
+Status CreateDirectories(const std::filesystem::path& dir, std::filesystem::perms mode) {
+  std::error_code error;
+  const std::filesystem::path target = dir.lexically_normal();
+  std::filesystem::path current;
+  for (const auto& part : target) {
+    current /= part;
+    if (part.empty() || part == "/" || part == "." || part == "..") {
+      continue;
+    }
+    if (::mkdir(current.c_str(), static_cast<mode_t>(mode)) == 0) {
+      // mkdir applied the umask; a folder created here gets the mode asked for.
+      if (::chmod(current.c_str(), static_cast<mode_t>(mode)) != 0) {
+        return Fail(ErrorCode::kIo,
+                    "cannot set the mode of " + current.string() + ": " + SystemReason(errno));
+      }
+      continue;
+    }
+    const int error_number = errno;
+    if (error_number != EEXIST) {
+      return Fail(ErrorCode::kIo,
+                  "cannot create " + current.string() + ": " + SystemReason(error_number));
+    }
+    if (!std::filesystem::is_directory(current, error)) {
+      return Fail(ErrorCode::kIo, "cannot create " + target.string() + ": " + current.string() +
+                                      " exists and is not a folder");
+    }
+  }
+  return {};
+}
+
+Status SyncDirectory(const std::filesystem::path& dir) {
+  FileDescriptor fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
+    return Fail(ErrorCode::kIo, "cannot sync folder " + dir.string() + ": " + SystemReason(errno));
+  }
+  return {};
+}
+
 }  // namespace certctl

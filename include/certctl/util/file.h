@@ -21,4 +21,12 @@ Result<std::optional<std::string>> ReadFileIfExists(const std::filesystem::path&
 Status WriteFileAtomic(const std::filesystem::path& path, std::string_view content,
                        std::filesystem::perms mode);
 
+// Creates `dir` and any missing parents with exactly `mode` (the umask does not widen or
+// narrow it); folders that exist already are left as they are. A path that exists but is
+// not a folder is kIo.
+Status CreateDirectories(const std::filesystem::path& dir, std::filesystem::perms mode);
+
+// fsyncs a folder, so the renames and creations in it survive a crash.
+Status SyncDirectory(const std::filesystem::path& dir);
+
 }  // namespace certctl

@@ -1,3 +1,7 @@
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -95,6 +99,86 @@ TEST(GenerateCommand, RefusesToOverwriteWithoutForce) {
       RunCertctl({"generate", "--service", "hook", "--out-dir", dir.path(), "--force"});
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_THAT(dir.Read("tls.crt"), HasSubstr("BEGIN CERTIFICATE"));
+}
+
+TEST(GenerateCommand, TheFolderGetsTheSameModeUnderAnyUmask) {
+  // Under umask 000 the folder was once created world-writable (0777).
+  TempDir dir;
+  const mode_t previous = ::umask(0);
+  const auto result = RunCertctl({"generate", "--service", "hook", "--out-dir", dir / "new/pki"});
+  ::umask(previous);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(FileMode(dir / "new"), 0755u);
+  EXPECT_EQ(FileMode(dir / "new/pki"), 0755u);
+  EXPECT_EQ(FileMode(dir / "new/pki/tls.key"), 0600u);
+  EXPECT_EQ(FileMode(dir / "new/pki/tls.crt"), 0644u);
+}
+
+TEST(GenerateCommand, AnExistingFolderKeepsItsMode) {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "private");
+  std::filesystem::permissions(dir / "private", std::filesystem::perms::owner_all);
+  ASSERT_EQ(RunCertctl({"generate", "--service", "hook", "--out-dir", dir / "private"}).exit_code,
+            0);
+  EXPECT_EQ(FileMode(dir / "private"), 0700u);
+}
+
+TEST(GenerateCommand, AFileInThePlaceOfTheFolderIsAnError) {
+  TempDir dir;
+  dir.Write("taken", "not a folder");
+  const auto result = RunCertctl({"generate", "--service", "hook", "--out-dir", dir / "taken/pki"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("is not a folder"));
+  EXPECT_EQ(dir.Read("taken"), "not a folder");
+}
+
+TEST(GenerateCommand, ADanglingSymlinkIsRefusedLikeAFile) {
+  TempDir dir;
+  std::filesystem::create_symlink(dir / "elsewhere/key.pem", dir / "tls.key");
+  const auto refused = RunCertctl({"generate", "--service", "hook", "--out-dir", dir.path()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("tls.key already exists"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "tls.key"));
+
+  // --force replaces the link itself; it never writes through it.
+  const auto forced =
+      RunCertctl({"generate", "--service", "hook", "--out-dir", dir.path(), "--force"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_FALSE(std::filesystem::is_symlink(dir / "tls.key"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "elsewhere"));
+  EXPECT_EQ(FileMode(dir / "tls.key"), 0600u);
+}
+
+TEST(GenerateCommand, TheFolderIsSyncedAfterTheLastRename) {
+  // A crash right after generate must not lose the renames: the folder itself is fsynced.
+  TempDir dir;
+  const std::filesystem::path trace = dir / "trace";
+  const std::filesystem::path out = dir / "pki";
+  const auto traced = RunProcess(
+      {"strace", "-f", "-e", "trace=openat,rename,renameat,renameat2,fsync", "-o", trace.string(),
+       CERTCTL_BINARY, "generate", "--service", "hook", "--out-dir", out.string()});
+  ASSERT_EQ(traced.exit_code, 0) << traced.err;
+  std::ifstream log(trace);
+  std::string line;
+  std::string folder_fd;
+  bool renamed = false;
+  bool synced_after_rename = false;
+  while (std::getline(log, line)) {
+    if (line.find("rename") != std::string::npos && line.find(out.string()) != std::string::npos) {
+      renamed = true;
+      synced_after_rename = false;
+    }
+    if (line.find("openat(") != std::string::npos &&
+        line.find("\"" + out.string() + "\"") != std::string::npos &&
+        line.find("O_DIRECTORY") != std::string::npos) {
+      folder_fd = line.substr(line.rfind("= ") + 2);
+    }
+    if (!folder_fd.empty() && line.find("fsync(" + folder_fd + ")") != std::string::npos) {
+      synced_after_rename = renamed;
+    }
+  }
+  EXPECT_TRUE(renamed);
+  EXPECT_TRUE(synced_after_rename) << "no fsync of " << out << " after the last rename";
 }
 
 TEST(GenerateCommand, BadInputIsAUsageErrorOnOneLine) {

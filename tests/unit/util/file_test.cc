@@ -57,5 +57,29 @@ TEST(ReadFile, TellsMissingFromUnreadable) {
   EXPECT_FALSE(optional->has_value());
 }
 
+TEST(CreateDirectories, CreatesMissingParentsWithTheModeAskedFor) {
+  TempDir dir;
+  const mode_t previous = ::umask(0077);
+  const auto created = CreateDirectories(
+      dir / "a/b/./c", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
+  ::umask(previous);
+  ASSERT_TRUE(created) << created.error().message();
+  for (const char* folder : {"a", "a/b", "a/b/c"}) {
+    struct stat info {};
+    ASSERT_EQ(::stat((dir / folder).c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0750u) << folder;
+  }
+  EXPECT_TRUE(CreateDirectories(dir / "a/b/c", fs::perms::owner_all));  // exists: fine
+}
+
+TEST(SyncDirectory, AMissingFolderIsAnIoError) {
+  TempDir dir;
+  EXPECT_TRUE(SyncDirectory(dir.path()));
+  auto missing = SyncDirectory(dir / "nope");
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().code(), ErrorCode::kIo);
+  EXPECT_NE(missing.error().message().find("nope"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace certctl
