@@ -154,9 +154,13 @@ TEST(GenerateCommand, TheFolderIsSyncedAfterTheLastRename) {
   TempDir dir;
   const std::filesystem::path trace = dir / "trace";
   const std::filesystem::path out = dir / "pki";
+  ProcessOptions untracked_leaks;
+  // LeakSanitizer cannot run under ptrace; the other tests cover leaks.
+  untracked_leaks.extra_env["ASAN_OPTIONS"] = "detect_leaks=0";
   const auto traced = RunProcess(
       {"strace", "-f", "-e", "trace=openat,rename,renameat,renameat2,fsync", "-o", trace.string(),
-       CERTCTL_BINARY, "generate", "--service", "hook", "--out-dir", out.string()});
+       CERTCTL_BINARY, "generate", "--service", "hook", "--out-dir", out.string()},
+      untracked_leaks);
   ASSERT_EQ(traced.exit_code, 0) << traced.err;
   std::ifstream log(trace);
   std::string line;
