@@ -1,0 +1,187 @@
+#include "certctl/certdir/cert_dir.h"
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "certctl/util/file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace certctl::certdir {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kCertFile[] = "tls.crt";
+constexpr char kKeyFile[] = "tls.key";
+constexpr char kCaFile[] = "ca.crt";
+constexpr char kDataLinkStaging[] = "..data_tmp";
+
+constexpr fs::perms kPublic =
+    fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read;
+constexpr fs::perms kPrivate = fs::perms::owner_read | fs::perms::owner_write;
+constexpr fs::perms kFolder = fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec;
+
+struct Entry {
+  const char* name;
+  const std::string* content;
+  fs::perms mode;
+};
+
+std::array<Entry, 3> EntriesOf(const ServingFiles& files) {
+  // Key first: a reader of an unfinished folder would find no certificate without its key.
+  return {{{kKeyFile, &files.tls_key, kPrivate},
+           {kCertFile, &files.tls_crt, kPublic},
+           {kCaFile, &files.ca_crt, kPublic}}};
+}
+
+tl::unexpected<Error> Failure(const fs::path& path, std::string_view step, int error_number) {
+  return Fail(ErrorCode::kIo, "certificate folder: cannot " + std::string(step) + " " +
+                                  path.string() + ": " + std::strerror(error_number));
+}
+
+// "..2026_01_31_12_00_00.": the prefix of a set's folder, sortable and readable by people.
+std::string SetFolderPrefix(TimePoint now) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm utc{};
+  ::gmtime_r(&seconds, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "..%Y_%m_%d_%H_%M_%S.", &utc);
+  return text.data();
+}
+
+// A set's folder, as opposed to ..data, ..data_tmp or anything the user put there.
+bool IsSetFolder(std::string_view name) {
+  return name.size() > 2 && name.substr(0, 2) == ".." && name[2] >= '0' && name[2] <= '9';
+}
+
+std::optional<std::string> LinkTarget(const fs::path& link) {
+  std::error_code error;
+  const fs::path target = fs::read_symlink(link, error);
+  if (error) {
+    return std::nullopt;
+  }
+  return target.string();
+}
+
+// Points `link` at `target` by renaming a fresh link over it: atomic for readers.
+Status ReplaceWithLink(const fs::path& link, const std::string& target, const fs::path& staging) {
+  ::unlink(staging.c_str());
+  if (::symlink(target.c_str(), staging.c_str()) != 0) {
+    return Failure(staging, "create link", errno);
+  }
+  if (::rename(staging.c_str(), link.c_str()) != 0) {
+    const int error_number = errno;
+    ::unlink(staging.c_str());
+    return Failure(link, "replace", error_number);
+  }
+  return {};
+}
+
+Result<fs::path> WriteSetFolder(const fs::path& dir, const ServingFiles& files, TimePoint now) {
+  std::string pattern = (dir / (SetFolderPrefix(now) + "XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    return Failure(dir, "write to", errno);
+  }
+  const fs::path folder = pattern;
+  auto discard = [&](auto failure) {
+    std::error_code ignored;
+    fs::remove_all(folder, ignored);
+    return failure;
+  };
+  if (::chmod(folder.c_str(), static_cast<mode_t>(kFolder)) != 0) {
+    return discard(Failure(folder, "set the mode of", errno));
+  }
+  for (const Entry& entry : EntriesOf(files)) {
+    if (auto written = WriteFileAtomic(folder / entry.name, *entry.content, entry.mode); !written) {
+      return discard(Fail(written.error()));
+    }
+  }
+  if (auto synced = SyncDirectory(folder); !synced) {
+    return discard(Fail(synced.error()));
+  }
+  return folder;
+}
+
+// Removes set folders other than `keep`: the one just replaced, and any an interrupted run
+// left behind. A failure here costs disk space, not correctness, so it is not an error.
+void RemoveOldSets(const fs::path& dir, const std::string& keep) {
+  std::error_code error;
+  std::vector<fs::path> old;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (IsSetFolder(name) && name != keep && !entry.is_symlink()) {
+      old.push_back(entry.path());
+    }
+  }
+  for (const fs::path& folder : old) {
+    fs::remove_all(folder, error);
+  }
+}
+
+}  // namespace
+
+Result<std::optional<ServingFiles>> ReadServingFiles(const fs::path& dir) {
+  ServingFiles files;
+  const std::array<std::pair<const char*, std::string*>, 3> parts = {
+      {{kCertFile, &files.tls_crt}, {kKeyFile, &files.tls_key}, {kCaFile, &files.ca_crt}}};
+  for (const auto& [name, content] : parts) {
+    auto read = ReadFileIfExists(dir / name);
+    if (!read) {
+      return Fail(read.error());
+    }
+    if (!*read) {
+      return std::optional<ServingFiles>();
+    }
+    *content = std::move(**read);
+  }
+  return std::optional<ServingFiles>(std::move(files));
+}
+
+Result<Publish> PublishServingFiles(const fs::path& dir, const ServingFiles& files, TimePoint now) {
+  if (auto created = CreateDirectories(dir, kFolder); !created) {
+    return Fail(created.error());
+  }
+  auto current = ReadServingFiles(dir);
+  if (current && *current && **current == files) {
+    return Publish::kUnchanged;
+  }
+
+  auto folder = WriteSetFolder(dir, files, now);
+  if (!folder) {
+    return Fail(folder.error());
+  }
+  const std::string set_name = folder->filename().string();
+  // Relative links, so the folder reads the same wherever it is mounted.
+  if (auto swapped = ReplaceWithLink(dir / kDataLink, set_name, dir / kDataLinkStaging); !swapped) {
+    std::error_code ignored;
+    fs::remove_all(*folder, ignored);
+    return Fail(swapped.error());
+  }
+  for (const Entry& entry : EntriesOf(files)) {
+    const std::string target = std::string(kDataLink) + "/" + entry.name;
+    if (LinkTarget(dir / entry.name) == target) {
+      continue;
+    }
+    if (auto linked = ReplaceWithLink(dir / entry.name, target,
+                                      dir / ("." + std::string(entry.name) + ".tmp"));
+        !linked) {
+      return Fail(linked.error());
+    }
+  }
+  if (auto synced = SyncDirectory(dir); !synced) {
+    return Fail(synced.error());
+  }
+  RemoveOldSets(dir, set_name);
+  return Publish::kReplaced;
+}
+
+}  // namespace certctl::certdir
