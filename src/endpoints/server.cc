@@ -1,0 +1,120 @@
+#include "certctl/endpoints/server.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <thread>
+
+#include <httplib.h>
+
+#include <sys/socket.h>
+
+namespace certctl::endpoints {
+namespace {
+
+// Probes and scrapes come one or two at a time; a few threads serve them all.
+constexpr std::size_t kServingThreads = 2;
+constexpr std::chrono::seconds kIoTimeout{5};
+
+tl::unexpected<Error> BadAddress(std::string_view text, std::string_view why) {
+  return Fail(ErrorCode::kInvalidArgument,
+              "invalid listen address \"" + std::string(text) + "\": " + std::string(why));
+}
+
+std::string Describe(const ListenAddress& address) {
+  const bool ipv6 = address.host.find(':') != std::string::npos;
+  const std::string host = ipv6 ? "[" + address.host + "]" : address.host;
+  return host + ":" + std::to_string(address.port);
+}
+
+}  // namespace
+
+Result<ListenAddress> ParseListenAddress(std::string_view text) {
+  const std::size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    return BadAddress(text, "expected HOST:PORT or :PORT");
+  }
+  std::string_view host = text.substr(0, colon);
+  const std::string_view port_text = text.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    return BadAddress(text, "an IPv6 host goes in brackets, like [::1]:8081");
+  }
+  int port = -1;
+  const auto parsed = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || parsed.ec != std::errc() ||
+      parsed.ptr != port_text.data() + port_text.size() || port < 0 || port > 65535) {
+    return BadAddress(text, "the port must be a number from 0 to 65535");
+  }
+  return ListenAddress{std::string(host), port};
+}
+
+struct Server::State {
+  httplib::Server http;
+  std::thread serving;
+  int port = 0;
+};
+
+Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Server::~Server() { Stop(); }
+
+int Server::port() const { return state_->port; }
+
+void Server::Stop() {
+  if (state_->serving.joinable()) {
+    state_->http.stop();
+    state_->serving.join();
+  }
+}
+
+Result<std::unique_ptr<Server>> Server::Start(const ListenAddress& address, Routes routes) {
+  auto state = std::make_unique<State>();
+  httplib::Server& http = state->http;
+  http.new_task_queue = [] { return new httplib::ThreadPool(kServingThreads); };
+  http.set_read_timeout(kIoTimeout);
+  http.set_write_timeout(kIoTimeout);
+  http.set_payload_max_length(0);
+  // SO_REUSEADDR so a restart binds at once; not SO_REUSEPORT (the library's default), which
+  // would let a second process share the port and answer half the probes.
+  http.set_socket_options([](int socket) {
+    const int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  for (auto& [path, handler] : routes) {
+    http.Get(path,
+             [handler = std::move(handler)](const httplib::Request&, httplib::Response& response) {
+               Response answer = handler();
+               response.status = answer.status;
+               response.set_content(std::move(answer.body), answer.content_type);
+             });
+  }
+  const auto refuse = [](const httplib::Request&, httplib::Response& response) {
+    response.status = 405;
+    response.set_content("method not allowed\n", "text/plain; charset=utf-8");
+  };
+  http.Post(".*", refuse);
+  http.Put(".*", refuse);
+  http.Patch(".*", refuse);
+  http.Delete(".*", refuse);
+
+  const std::string host = address.host.empty() ? "0.0.0.0" : address.host;
+  errno = 0;
+  if (address.port == 0) {
+    state->port = http.bind_to_any_port(host);
+  } else if (http.bind_to_port(host, address.port)) {
+    state->port = address.port;
+  }
+  if (state->port <= 0) {
+    const int error_number = errno;
+    return Fail(ErrorCode::kUnavailable,
+                "cannot listen on " + Describe(address) +
+                    (error_number != 0 ? ": " + std::string(std::strerror(error_number)) : ""));
+  }
+  State* serving = state.get();
+  state->serving = std::thread([serving] { serving->http.listen_after_bind(); });
+  return std::unique_ptr<Server>(new Server(std::move(state)));
+}
+
+}  // namespace certctl::endpoints
