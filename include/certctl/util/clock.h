@@ -6,6 +6,8 @@
 namespace certctl {
 
 using TimePoint = std::chrono::system_clock::time_point;
+// For intervals that must not jump when the wall clock does (lease expiry, backoff).
+using MonotonicTime = std::chrono::steady_clock::time_point;
 
 // Time is a dependency: logic takes a Clock (or a TimePoint) and never reads the system
 // time or sleeps by itself, so tests can stand anywhere in a certificate's life and run
@@ -14,12 +16,14 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual TimePoint Now() const = 0;
+  virtual MonotonicTime Monotonic() const = 0;
   virtual void Sleep(std::chrono::milliseconds duration) const = 0;
 };
 
 class SystemClock final : public Clock {
  public:
   TimePoint Now() const override { return std::chrono::system_clock::now(); }
+  MonotonicTime Monotonic() const override { return std::chrono::steady_clock::now(); }
   void Sleep(std::chrono::milliseconds duration) const override {
     std::this_thread::sleep_for(duration);
   }

@@ -49,6 +49,7 @@ class ScriptedClock final : public Clock {
   explicit ScriptedClock(std::function<void(int)> on_sleep) : on_sleep_(std::move(on_sleep)) {}
 
   TimePoint Now() const override { return now_; }
+  MonotonicTime Monotonic() const override { return MonotonicTime(now_.time_since_epoch()); }
   void Sleep(std::chrono::milliseconds duration) const override {
     now_ += duration;
     on_sleep_(++sleeps_);
