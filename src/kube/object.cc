@@ -1,5 +1,7 @@
 #include "certctl/kube/object.h"
 
+#include <limits>
+
 #include "certctl/util/text.h"
 
 namespace certctl::kube {
@@ -86,6 +88,27 @@ Result<std::optional<std::string>> OptionalString(const Json& object, std::strin
     return WrongType(what, pointer, **value, "a string");
   }
   return std::optional<std::string>((*value)->get<std::string>());
+}
+
+Result<std::optional<std::int64_t>> OptionalInteger(const Json& object, std::string_view pointer,
+                                                    std::string_view what) {
+  auto value = Find(object, pointer, what);
+  if (!value) {
+    return Fail(value.error());
+  }
+  if (*value == nullptr) {
+    return std::optional<std::int64_t>();
+  }
+  const Json& number = **value;
+  // An unsigned value past int64's range is a whole number, just not one we can use.
+  const bool fits = number.is_number_integer() &&
+                    !(number.is_number_unsigned() &&
+                      number.get<std::uint64_t>() >
+                          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));
+  if (!fits) {
+    return WrongType(what, pointer, number, "an integer");
+  }
+  return std::optional<std::int64_t>(number.get<std::int64_t>());
 }
 
 Result<std::string> RequiredString(const Json& object, std::string_view pointer,

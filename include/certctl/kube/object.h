@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,8 @@ namespace certctl::kube {
 
 Result<std::optional<std::string>> OptionalString(const Json& object, std::string_view pointer,
                                                   std::string_view what);
+Result<std::optional<std::int64_t>> OptionalInteger(const Json& object, std::string_view pointer,
+                                                    std::string_view what);
 // Absence is an error too.
 Result<std::string> RequiredString(const Json& object, std::string_view pointer,
                                    std::string_view what);

@@ -49,6 +49,18 @@ TEST(ObjectAccessors, WrongTypesNameTheObjectAndTheField) {
   EXPECT_FALSE(ObjectName(Json("text"), "s"));
 }
 
+TEST(ObjectAccessors, IntegersAreWholeNumbersInRange) {
+  const Json lease = Json::parse(
+      R"js({"spec": {"leaseDurationSeconds": 15, "leaseTransitions": 1.5, "huge": 18446744073709551615, "text": "15"}})js");
+  EXPECT_EQ(OptionalInteger(lease, "/spec/leaseDurationSeconds", "l").value(), 15);
+  EXPECT_EQ(OptionalInteger(lease, "/spec/absent", "l").value(), std::nullopt);
+  EXPECT_THAT(OptionalInteger(lease, "/spec/leaseTransitions", "lease/x").error().message(),
+              HasSubstr("lease/x: spec.leaseTransitions is a number, not an integer"));
+  EXPECT_FALSE(OptionalInteger(lease, "/spec/huge", "l"));
+  EXPECT_THAT(OptionalInteger(lease, "/spec/text", "l").error().message(),
+              HasSubstr("is a string, not an integer"));
+}
+
 TEST(ObjectAccessors, ExpectIdentityRefusesAnotherObject) {
   EXPECT_TRUE(ExpectIdentity(kSecret, kSecrets, "infra", "webhook-cert", "s"));
   const auto foreign = ExpectIdentity(kSecret, kSecrets, "infra", "victim", "secret/infra/victim");
