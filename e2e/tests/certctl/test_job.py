@@ -11,6 +11,7 @@ import time
 import pytest
 
 from harness.certctl import api_service, b64, crd, run_certctl, webhook_configuration
+from harness.rbac import emulator_rules
 
 NS = "infra"
 SECRET = "webhook-server-cert"
@@ -18,20 +19,10 @@ VWC = "ValidatingWebhookConfiguration"
 MWC = "MutatingWebhookConfiguration"
 WRITE_VERBS = {"create", "update", "patch", "delete"}
 
-# SPEC section 12 for a job with named targets.
-JOB_RULES = [
-    {"verbs": ["get", "update", "patch"], "apiGroups": [""], "resources": ["secrets"],
-     "resourceNames": [SECRET], "namespaces": [NS]},
-    {"verbs": ["create"], "apiGroups": [""], "resources": ["secrets"], "namespaces": [NS]},
-    {"verbs": ["create"], "apiGroups": [""], "resources": ["events"], "namespaces": [NS]},
-    {"verbs": ["get", "update", "patch"], "apiGroups": ["admissionregistration.k8s.io"],
-     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
-     "resourceNames": ["hook"]},
-    {"verbs": ["get", "update", "patch"], "apiGroups": ["apiextensions.k8s.io"],
-     "resources": ["customresourcedefinitions"], "resourceNames": ["widgets.hook.io"]},
-    {"verbs": ["get", "update", "patch"], "apiGroups": ["apiregistration.k8s.io"],
-     "resources": ["apiservices"], "resourceNames": ["v1.metrics.hook.io"]},
-]
+# The chart's RBAC for a job with a target of each kind, from its permission table.
+JOB_RULES = emulator_rules("job", SECRET, NS, {
+    "validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
+    "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]})
 TARGETS = ["--validating-webhook", "hook", "--mutating-webhook", "hook",
            "--crd", "widgets.hook.io", "--apiservice", "v1.metrics.hook.io"]
 

@@ -222,10 +222,10 @@ def assert_no_wildcards(objects):
 
 
 def expected_namespace_rules(secret):
-    """What `certctl job` needs in the Secret's namespace, and nothing more."""
-    rules = {("", "secrets", secret, verb) for verb in ("get", "update", "patch")}
+    """What `certctl job` needs in the Secret's namespace, and nothing more: it reads the
+    Secret by name and writes it whole (PUT), and creates it on first install."""
+    rules = {("", "secrets", secret, verb) for verb in ("get", "update")}
     rules.add(("", "secrets", None, "create"))  # create cannot be limited by name
-    rules |= {(group, "events", None, "create") for group in ("", "events.k8s.io")}
     return rules
 
 
@@ -236,10 +236,11 @@ def expected_cluster_rules(targets):
                                  ("crds", "apiextensions.k8s.io", "customresourcedefinitions"),
                                  ("apiServices", "apiregistration.k8s.io", "apiservices")):
         for name in targets.get(key) or []:
-            rules |= {(group, resource, name, verb) for verb in ("get", "update", "patch")}
+            rules |= {(group, resource, name, verb) for verb in ("get", "patch")}
     if targets.get("webhookSelector"):
+        # list finds the matches; get re-reads one after a conflict. The job never watches.
         rules |= {(ADMISSION, resource, None, verb) for resource in (VWC, MWC)
-                  for verb in ("get", "list", "watch", "update", "patch")}
+                  for verb in ("get", "list", "patch")}
     return rules
 
 
@@ -345,6 +346,10 @@ def test_missing_required_values_fail_lint_and_template_with_a_clear_message(
     ({"certificate": {"caValidity": "10 years"}}, "caValidity"),
     ({"certificate": {"renewBefore": 30}}, "renewBefore"),
     ({"job": {"waitForTargets": "2min"}}, "waitForTargets"),
+    # certctl accepts nothing above 100y (3153600000s, 10 digits): a longer number, or an
+    # absurdly long combination, fails the schema already.
+    ({"certificate": {"certValidity": "99999999999y"}}, "certValidity"),
+    ({"job": {"waitForTargets": "1s" * 33}}, "waitForTargets"),
     ({"logFormat": "xml"}, "logFormat"),
     ({"logLevel": "verbose"}, "logLevel"),
     ({"mode": "daemonset"}, "mode"),
@@ -358,6 +363,44 @@ def test_schema_rejects_bad_values(helm, override, field):
     proc = helm.run("template", "hook", CHART, values=merged(MINIMAL, **override))
     assert proc.returncode != 0, f"accepted {override}"
     assert "schema" in proc.stderr and field in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"certificate": {"caValidity": "236y"}},
+     "certificate.caValidity is 236y, longer than the maximum of 100y"),
+    ({"certificate": {"certValidity": "100y1s"}},
+     "certificate.certValidity is 100y1s, longer than the maximum of 100y"),
+    ({"job": {"waitForTargets": "36501d"}},
+     "job.waitForTargets is 36501d, longer than the maximum of 100y"),
+    ({"certificate": {"certValidity": "30d"}},
+     "certificate.certValidity (30d) must be longer than certificate.renewBefore (30d)"),
+    ({"certificate": {"caValidity": "720h", "renewBefore": "1y"}},
+     "certificate.caValidity (720h) must be longer than certificate.renewBefore (1y)"),
+    ({"certificate": {"renewBefore": "0s"}},
+     "certificate.renewBefore is 0s; it must be longer than zero"),
+], ids=["ca-236y", "cert-100y1s", "wait-36501d", "cert-equals-renew", "ca-below-renew",
+        "renew-zero"])
+def test_durations_certctl_would_refuse_fail_lint_and_template(helm, override, message):
+    # certctl would exit with a usage error in the hook Job; the chart says so up front.
+    values = merged(MINIMAL, **override)
+    lint = helm.run("lint", CHART, values=values)
+    assert lint.returncode != 0, lint.stdout
+    assert message in lint.stdout + lint.stderr
+    template = helm.run("template", "hook", CHART, values=values)
+    assert template.returncode != 0, template.stdout
+    assert f"certctl: {message}" in template.stderr
+
+
+def test_durations_up_to_100y_are_accepted(helm):
+    values = merged(MINIMAL, certificate={"caValidity": "100y", "certValidity": "36500d",
+                                          "renewBefore": "99y364d23h59m59s"},
+                    job={"waitForTargets": "0s"})
+    lint = helm.run("lint", "--strict", CHART, values=values)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    _, objects = helm.template(values)
+    flags, _ = parse_args(container(job_for(objects, "inject"))["args"])
+    assert (flags["--ca-validity"], flags["--cert-validity"], flags["--renew-before"],
+            flags["--wait-for-targets"]) == (["100y"], ["36500d"], ["99y364d23h59m59s"], ["0s"])
 
 
 def test_defaults_match_certctl_defaults(helm):
@@ -535,9 +578,9 @@ def test_rbac_is_least_privilege(helm, targets):
     assert rules == expected_cluster_rules(targets)
     verbs = {verb for (_, _, _, verb) in rules | expanded_rules(role)}
     if not targets.get("webhookSelector"):
-        assert not verbs & {"list", "watch"}, "list/watch only for a webhook selector"
+        assert "list" not in verbs, "list only for a webhook selector"
         assert all(name for (_, _, name, _) in rules), "every target rule is named"
-    assert "delete" not in verbs and "deletecollection" not in verbs
+    assert not verbs & {"watch", "delete", "deletecollection"}, verbs
     assert_bound(objects, "ClusterRoleBinding", cluster_role, sa["metadata"]["name"], "infra")
 
 
@@ -602,18 +645,21 @@ def test_chart_rbac_grants_exactly_what_certctl_job_needs(cluster, helm):
 
     allowed = [("get", "secrets/webhook-server-cert", "infra"),
                ("update", "secrets/webhook-server-cert", "infra"),
-               ("patch", "secrets/webhook-server-cert", "infra"),
                ("create", "secrets", "infra"),
-               ("create", "events", "infra"),
                ("get", f"{VWC}/hook", None), ("patch", f"{VWC}/hook", None),
-               ("update", f"{VWC}/hook", None),
                ("get", "customresourcedefinitions/widgets.hook.io", None),
                ("patch", "customresourcedefinitions/widgets.hook.io", None)]
+    # Other objects, other namespaces, and the verbs the job never uses: it writes the
+    # Secret with update (PUT), patches its targets, never watches and records no events.
     denied = [("get", "secrets/other", "infra"), ("list", "secrets", "infra"),
               ("delete", "secrets/webhook-server-cert", "infra"),
+              ("patch", "secrets/webhook-server-cert", "infra"),
               ("create", "secrets", "default"), ("get", "secrets/webhook-server-cert", "default"),
+              ("create", "events", "infra"),
               ("patch", f"{VWC}/other", None), ("list", VWC, None), ("watch", VWC, None),
+              ("update", f"{VWC}/hook", None),
               ("delete", f"{VWC}/hook", None), ("patch", f"{MWC}/hook", None),
+              ("update", "customresourcedefinitions/widgets.hook.io", None),
               ("patch", "customresourcedefinitions/other.hook.io", None),
               ("patch", "apiservices/v1.metrics.hook.io", None)]
     for verb, resource, ns in allowed:
@@ -700,7 +746,7 @@ def test_examples_apply_to_the_emulator(cluster):
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
     cluster.add_user("example-sa", emulator_rules(objects, sa, "example-system"))
     assert can_i(cluster, "example-sa", "create", "secrets", "example-system")
-    assert can_i(cluster, "example-sa", "patch", "secrets/webhook-server-cert", "example-system")
+    assert can_i(cluster, "example-sa", "update", "secrets/webhook-server-cert", "example-system")
     assert can_i(cluster, "example-sa", "patch", f"{VWC}/example-webhook")
     assert not can_i(cluster, "example-sa", "get", "secrets/other", "example-system")
     assert not can_i(cluster, "example-sa", "patch", f"{VWC}/other")

@@ -100,11 +100,127 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
 
 {{/*
+The value at a dotted path of .Values ("secretName", "targets.crds") as JSON {"value": ...},
+for templates that read a path from data: (include "certctl.valueAt" (dict "root" $ "path"
+"targets.crds") | fromJson).value. A path the chart does not have fails the render, so a typo
+in permissions.yaml cannot silently drop a rule.
+*/}}
+{{- define "certctl.valueAt" -}}
+{{- $value := .root.Values -}}
+{{- range splitList "." .path -}}
+{{- if not (and (kindIs "map" $value) (hasKey $value .)) -}}
+{{- fail (printf "certctl: permissions.yaml refers to the value %s, which the chart does not have" $.path) -}}
+{{- end -}}
+{{- $value = index $value . -}}
+{{- end -}}
+{{- toJson (dict "value" $value) -}}
+{{- end -}}
+
+{{/*
+The RBAC rules of one scope for the chart's mode, rendered from the permission table
+permissions.yaml (see its header): call with (dict "root" $ "scope" "namespace|cluster").
+A rule limited to named objects gets resourceNames from the value it names and is left out
+when that value names nothing: an RBAC rule with empty resourceNames would cover every
+object. A rule with `when` exists only while that value is set. Each rule carries its reason
+and each verb's as comments.
+*/}}
+{{- define "certctl.rbacRules" -}}
+{{- $table := .root.Files.Get "permissions.yaml" | fromYaml -}}
+{{- if hasKey $table "Error" -}}
+{{- fail (printf "certctl: permissions.yaml: %s" $table.Error) -}}
+{{- end -}}
+{{- $mode := index $table.modes .root.Values.mode -}}
+{{- range $rule := $mode.rules -}}
+{{- if eq $rule.scope $.scope -}}
+{{- $names := list -}}
+{{- if $rule.resourceNames -}}
+{{- $names = (include "certctl.valueAt" (dict "root" $.root "path" $rule.resourceNames) | fromJson).value -}}
+{{- if kindIs "string" $names -}}
+{{- $names = list $names -}}
+{{- end -}}
+{{- end -}}
+{{- $enabled := true -}}
+{{- if $rule.when -}}
+{{- $enabled = (include "certctl.valueAt" (dict "root" $.root "path" $rule.when) | fromJson).value -}}
+{{- end -}}
+{{- if and $enabled (or (not $rule.resourceNames) $names) }}
+# {{ printf "%s: %s" $rule.name $rule.why | wrap 86 | replace "\n" "\n#   " }}
+{{- $verbs := keys $rule.verbs | sortAlpha }}
+{{- range $verb := $verbs }}
+#   {{ printf "%s: %s" $verb (index $rule.verbs $verb) | wrap 84 | replace "\n" "\n#     " }}
+{{- end }}
+- apiGroups: {{ toJson $rule.apiGroups }}
+  resources: {{ toJson $rule.resources }}
+  {{- with $names }}
+  resourceNames: {{ toJson . }}
+  {{- end }}
+  verbs: {{ toJson $verbs }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Seconds in a duration string ("1y30d" -> 34128000), in certctl's units: s, m, h, d (24h)
+and y (365d), each number with its unit, combinable. values.schema.json has checked the
+syntax and bounded every number to 10 digits, so the sum cannot overflow.
+*/}}
+{{- define "certctl.durationSeconds" -}}
+{{- $unitSeconds := dict "s" 1 "m" 60 "h" 3600 "d" 86400 "y" 31536000 -}}
+{{- $total := 0 -}}
+{{- range regexFindAll "[0-9]+[smhdy]" . -1 -}}
+{{- $unit := regexFind "[smhdy]$" . -}}
+{{- $total = add $total (mul (trimSuffix $unit . | atoi) (index $unitSeconds $unit)) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/*
+The first duration value that certctl would refuse with a usage error, which in a hook Job
+would only show as a failed install: longer than 100y (certctl's maximum for every
+duration), a renewBefore of zero, or a validity not longer than renewBefore (every run would
+renew). Empty when all are fine; a value left out means certctl's default and is skipped.
+*/}}
+{{- define "certctl.durationProblem" -}}
+{{- $maxSeconds := 3153600000 -}}{{- /* 100y */ -}}
+{{- $c := .Values.certificate -}}
+{{- $durations := dict
+      "certificate.caValidity" $c.caValidity
+      "certificate.certValidity" $c.certValidity
+      "certificate.renewBefore" $c.renewBefore
+      "job.waitForTargets" .Values.job.waitForTargets -}}
+{{- $seconds := dict -}}
+{{- $problems := list -}}
+{{- range $path, $value := $durations -}}
+{{- if $value -}}
+{{- $s := include "certctl.durationSeconds" $value | atoi -}}
+{{- $_ := set $seconds $path $s -}}
+{{- if gt $s $maxSeconds -}}
+{{- $problems = append $problems (printf "certctl: %s is %s, longer than the maximum of 100y" $path $value) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $renew := index $seconds "certificate.renewBefore" -}}
+{{- if and (hasKey $seconds "certificate.renewBefore") (eq $renew 0) -}}
+{{- $problems = append $problems (printf "certctl: certificate.renewBefore is %s; it must be longer than zero" $c.renewBefore) -}}
+{{- end -}}
+{{- range $path := list "certificate.caValidity" "certificate.certValidity" -}}
+{{- if and (hasKey $seconds $path) (hasKey $seconds "certificate.renewBefore") (le (index $seconds $path) $renew) -}}
+{{- $problems = append $problems (printf "certctl: %s (%s) must be longer than certificate.renewBefore (%s), or every upgrade would renew the certificates" $path (index $durations $path) $c.renewBefore) -}}
+{{- end -}}
+{{- end -}}
+{{- with $problems -}}
+{{- first . -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 The first problem with the values, as a message naming the value to set; empty when there
 is none. templates/validate.yaml turns it into a failure.
 */}}
 {{- define "certctl.problem" -}}
 {{- $t := .Values.targets -}}
+{{- $durationProblem := include "certctl.durationProblem" . -}}
 {{- if eq .Values.mode "sidecar" -}}
 certctl: mode "sidecar" (certctl run) is not available in this chart version yet; use mode: job
 {{- else if ne .Values.mode "job" -}}
@@ -115,6 +231,8 @@ certctl: webhook.service is required: the name of the webhook's Service, whose D
 certctl: at least one target is required to receive the CA bundle: set targets.validatingWebhooks, targets.mutatingWebhooks, targets.crds, targets.apiServices or targets.webhookSelector
 {{- else if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
 certctl: serviceAccount.name is required when serviceAccount.create is false (an existing ServiceAccount for the hook Jobs)
+{{- else if $durationProblem -}}
+{{- $durationProblem -}}
 {{- end -}}
 {{- end -}}
 
