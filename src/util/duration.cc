@@ -70,6 +70,15 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zer
     std::int64_t amount = 0;
     const char* begin = text.data() + pos;
     auto [ptr, ec] = std::from_chars(begin, text.data() + text.size(), amount);
+    const auto too_long = [&] {
+      return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted +
+                                                   ": longer than the maximum of " +
+                                                   FormatDuration(kMaxDuration));
+    };
+    // A number too big for 64 bits is a duration far past the maximum, not a typo.
+    if (ec == std::errc::result_out_of_range && *begin >= '0' && *begin <= '9') {
+      return too_long();
+    }
     if (ec != std::errc() || ptr == begin || *begin < '0' || *begin > '9') {
       return Fail(ErrorCode::kInvalidArgument,
                   "invalid duration " + quoted + ": expected a number at position " +
@@ -90,9 +99,7 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zer
     ++pos;
     // Checked before adding, so no amount can overflow the sum on its way past the maximum.
     if (amount > (kMaxDuration.count() - total) / unit->seconds) {
-      return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted +
-                                                   ": longer than the maximum of " +
-                                                   FormatDuration(kMaxDuration));
+      return too_long();
     }
     total += amount * unit->seconds;
   }
