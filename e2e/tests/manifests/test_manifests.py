@@ -3,7 +3,7 @@ example (manifests/examples).
 
 Offline: `helm lint`, `helm template` and `kubectl kustomize` render them; the tests parse
 the YAML and check hook ordering and delete policies, that every value reaches the right
-`certctl job` flag, least-privilege RBAC (SPEC section 12) and the security context.
+`certctl job` flag, least-privilege RBAC (the chart's permissions table) and the security context.
 Against the emulator: the rendered objects apply, and the RBAC they grant, loaded into the
 emulator's policy, answers `kubectl auth can-i` the way least privilege says.
 

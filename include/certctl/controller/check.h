@@ -11,7 +11,8 @@
 
 namespace certctl::controller {
 
-// The caBundle holders certctl looks after (SPEC section 4), by name or by label.
+// The caBundle holders certctl looks after (webhook configurations, CRD conversion webhooks,
+// APIServices), by name or by label.
 struct TargetSelection {
   std::vector<std::string> validating_webhooks;
   std::vector<std::string> mutating_webhooks;

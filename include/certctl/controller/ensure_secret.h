@@ -44,7 +44,7 @@ struct SecretOutcome {
   pki::ValidationReport validation;  // of the content now stored
 };
 
-// Makes sure the Secret holds a valid pair for `spec` (SPEC sections 2, 3 and 6):
+// Makes sure the Secret holds a valid pair for `spec`:
 //  - absent: a CA and leaf are created; if another writer created it first, what it stored is
 //    validated instead of overwritten;
 //  - managed (or adopted): a bad leaf under a good CA is re-issued with ca.key; a bad,
