@@ -210,8 +210,13 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       }
       auto created = client.Create(kube::kSecrets, spec.ns, NewSecret(spec, *issued));
       if (created) {
-        return SecretOutcome{SecretAction::kCreated, true, issued->ca_crt, "it did not exist",
-                             std::move(*validation)};
+        return SecretOutcome{.action = SecretAction::kCreated,
+                             .managed = true,
+                             .ca_bundle = issued->ca_crt,
+                             .tls_crt = issued->tls_crt,
+                             .tls_key = issued->tls_key,
+                             .reason = "it did not exist",
+                             .validation = std::move(*validation)};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -241,12 +246,20 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                         JoinFindings(validation.AllFindings()) +
                         "); it was left as it is (--adopt lets certctl take it over)");
       }
-      return SecretOutcome{SecretAction::kNone, false, *pair.source.ca_pem, "",
-                           std::move(validation)};
+      return SecretOutcome{.action = SecretAction::kNone,
+                           .managed = false,
+                           .ca_bundle = *pair.source.ca_pem,
+                           .tls_crt = *pair.source.cert_pem,
+                           .tls_key = *pair.source.key_pem,
+                           .reason = "",
+                           .validation = std::move(validation)};
     }
 
     SecretOutcome outcome;
     outcome.managed = true;
+    // What is stored stays served unless a new pair replaces it below.
+    outcome.tls_crt = pair.source.cert_pem.value_or("");
+    outcome.tls_key = pair.source.key_pem.value_or("");
     std::optional<pki::KeyPair> stored_ca = StoredCa(pair.source);
     // A managed Secret that lost ca.key could never re-issue its leaf: it gets a new CA now.
     // Adopting changes nothing but the label, so a Secret being adopted keeps its content.
@@ -291,6 +304,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       }
       SetData(secret, pem);
       outcome.ca_bundle = pem.ca_crt;
+      outcome.tls_crt = pem.tls_crt;
+      outcome.tls_key = pem.tls_key;
       outcome.validation = std::move(*issued_validation);
     }
     MarkManaged(secret);

@@ -39,7 +39,9 @@ std::string_view SecretActionName(SecretAction action);
 struct SecretOutcome {
   SecretAction action = SecretAction::kNone;
   bool managed = false;
-  std::string ca_bundle;             // ca.crt as stored: what targets must trust
+  std::string ca_bundle;  // ca.crt as stored: what targets must trust
+  std::string tls_crt;    // the leaf and its key as stored: what the server serves
+  std::string tls_key;
   std::string reason;                // why it was (re)written, for the log; empty for kNone
   pki::ValidationReport validation;  // of the content now stored
 };

@@ -258,6 +258,8 @@ TEST(EnsureSecret, CreatesAManagedTlsSecretInAnEmptyCluster) {
   EXPECT_THAT(DataKeys(secret), UnorderedElementsAre("ca.crt", "ca.key", "tls.crt", "tls.key"));
   EXPECT_EQ(secret["metadata"]["labels"]["app.kubernetes.io/managed-by"], "certctl");
   EXPECT_EQ(outcome->ca_bundle, DataOf(secret, "ca.crt"));
+  EXPECT_EQ(outcome->tls_crt, DataOf(secret, "tls.crt"));
+  EXPECT_EQ(outcome->tls_key, DataOf(secret, "tls.key"));
 
   const pki::ValidationReport report = ValidateStored(secret, kSans, clock.Now());
   EXPECT_TRUE(report.ok()) << Findings(report);
@@ -277,6 +279,8 @@ TEST(EnsureSecret, SecondRunWritesNothing) {
   EXPECT_TRUE(outcome->managed);
   EXPECT_TRUE(outcome->reason.empty()) << outcome->reason;
   EXPECT_EQ(outcome->ca_bundle, DataOf(cluster.before, "ca.crt"));
+  EXPECT_EQ(outcome->tls_crt, DataOf(cluster.before, "tls.crt"));
+  EXPECT_EQ(outcome->tls_key, DataOf(cluster.before, "tls.key"));
   EXPECT_EQ(cluster.client.WriteCount(), 0);
   EXPECT_EQ(cluster.client.ReadCount(), 1);
   EXPECT_EQ(Stored(cluster.client), cluster.before);
@@ -297,6 +301,8 @@ TEST(EnsureSecret, RenamedServiceReissuesOnlyTheLeaf) {
   EXPECT_NE(after["data"]["tls.crt"], cluster.before["data"]["tls.crt"]);
   EXPECT_NE(after["data"]["tls.key"], cluster.before["data"]["tls.key"]);
   EXPECT_EQ(outcome->ca_bundle, DataOf(cluster.before, "ca.crt"));
+  EXPECT_EQ(outcome->tls_crt, DataOf(after, "tls.crt"));
+  EXPECT_EQ(outcome->tls_key, DataOf(after, "tls.key"));
 
   const std::vector<std::string> sans = {"svc2.webhooks.svc", "svc2", "svc2.webhooks",
                                          "svc2.webhooks.svc.cluster.local"};
@@ -466,6 +472,8 @@ TEST(EnsureSecret, ValidExternalSecretIsLeftAloneAndItsBundleReturned) {
   EXPECT_EQ(outcome->action, SecretAction::kNone);
   EXPECT_FALSE(outcome->managed);
   EXPECT_EQ(outcome->ca_bundle, ca.certificate.ToPem());
+  EXPECT_EQ(outcome->tls_crt, DataOf(before, "tls.crt"));
+  EXPECT_EQ(outcome->tls_key, DataOf(before, "tls.key"));
   EXPECT_TRUE(outcome->validation.ok());
   EXPECT_EQ(Stored(client), before);
   EXPECT_EQ(client.WriteCount(), 0);
