@@ -1,0 +1,51 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "certctl/controller/check.h"
+#include "certctl/controller/ensure_secret.h"
+#include "certctl/kube/client.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/result.h"
+
+namespace certctl::loop {
+
+struct PassConfig {
+  controller::SecretSpec secret;
+  controller::TargetSelection targets;
+  std::filesystem::path cert_dir;  // empty: no folder to keep
+};
+
+// Whether this replica may write to the cluster: the leader (or the only replica) does;
+// a follower only reads, keeps its own folder in sync and judges readiness.
+enum class Role { kLeader, kFollower };
+
+// What one pass found and did.
+struct PassReport {
+  // Ready per the readiness rule: the Secret holds a valid pair, the folder (if any) serves
+  // it, and every target's caBundle holds the CA that issued the leaf.
+  bool ready = false;
+  std::string not_ready;  // why not, on one line; empty when ready
+  controller::SecretAction secret_action = controller::SecretAction::kNone;
+  std::string secret_reason;              // why the Secret was written
+  bool folder_written = false;            // the folder got a new set
+  std::vector<std::string> patched;       // targets whose caBundle was repaired
+  std::optional<TimePoint> ca_not_after;  // of the CA that issued the leaf
+  std::optional<TimePoint> leaf_not_after;
+};
+
+// One reconcile: the same logic as `certctl job`, once, without waiting.
+//  - leader: EnsureSecret, then the folder, then the bundle into every target; a target
+//    that does not exist yet (or a selector that matches nothing) makes the pass not ready,
+//    not failed: its appearance triggers the next pass;
+//  - follower: reads the Secret and the targets and writes only its folder; an absent or
+//    invalid Secret, or a target without the bundle, is not ready, waiting for the leader.
+// Errors are failures a retry may fix (API, file system) or that need a human (an invalid
+// Secret certctl does not manage); nothing is half-written by them.
+Result<PassReport> Reconcile(kube::Client& client, const PassConfig& config, Role role,
+                             const Clock& clock);
+
+}  // namespace certctl::loop

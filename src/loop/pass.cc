@@ -1,0 +1,114 @@
+#include "certctl/loop/pass.h"
+
+#include "certctl/certdir/cert_dir.h"
+#include "certctl/controller/inject.h"
+#include "certctl/controller/secret.h"
+#include "certctl/pki/validate.h"
+#include "certctl/util/finding.h"
+
+namespace certctl::loop {
+namespace {
+
+void RecordExpiry(const pki::ValidationReport& validation, PassReport& report) {
+  if (validation.leaf) {
+    report.leaf_not_after = validation.leaf->not_after;
+  }
+  if (validation.issuer_index && *validation.issuer_index < validation.ca.size()) {
+    report.ca_not_after = validation.ca[*validation.issuer_index].not_after;
+  }
+}
+
+Status PublishFolder(const PassConfig& config, const std::string& tls_crt,
+                     const std::string& tls_key, const std::string& ca_crt, const Clock& clock,
+                     PassReport& report) {
+  if (config.cert_dir.empty()) {
+    return {};
+  }
+  auto published =
+      certdir::PublishServingFiles(config.cert_dir, {tls_crt, tls_key, ca_crt}, clock.Now());
+  if (!published) {
+    return Fail(published.error());
+  }
+  report.folder_written = *published == certdir::Publish::kReplaced;
+  return {};
+}
+
+Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, const Clock& clock) {
+  PassReport report;
+  auto secret = controller::EnsureSecret(client, config.secret, clock);
+  if (!secret) {
+    return Fail(secret.error());
+  }
+  report.secret_action = secret->action;
+  report.secret_reason = secret->reason;
+  RecordExpiry(secret->validation, report);
+  if (auto published =
+          PublishFolder(config, secret->tls_crt, secret->tls_key, secret->ca_bundle, clock, report);
+      !published) {
+    return Fail(published.error());
+  }
+  controller::InjectOptions no_wait;
+  no_wait.wait_for_targets = std::chrono::seconds(0);
+  auto injected =
+      controller::InjectBundle(client, config.targets, secret->ca_bundle, no_wait, clock);
+  if (!injected) {
+    if (injected.error().code() == ErrorCode::kNotFound) {
+      report.not_ready = "waiting for targets: " + injected.error().message();
+      return report;
+    }
+    return Fail(injected.error());
+  }
+  report.patched = injected->patched;
+  report.ready = true;
+  return report;
+}
+
+Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
+                                const Clock& clock) {
+  PassReport report;
+  const std::string object = controller::SecretObjectName(config.secret.ns, config.secret.name);
+  auto stored = client.Get(kube::kSecrets, config.secret.ns, config.secret.name);
+  if (!stored) {
+    return Fail(stored.error().Wrap("get " + object));
+  }
+  if (!*stored) {
+    report.not_ready = "waiting for the leader to create " + object;
+    return report;
+  }
+  controller::SecretPair pair = controller::ReadSecretPair(**stored);
+  controller::CheckReport check;
+  check.source = object;
+  check.validation = pki::Validate(pair.source, controller::PolicyFor(config.secret), clock.Now());
+  RecordExpiry(check.validation, report);
+  if (!pair.findings.empty() || !check.validation.ok()) {
+    std::vector<Finding> findings = check.validation.AllFindings();
+    findings.insert(findings.end(), pair.findings.begin(), pair.findings.end());
+    report.not_ready = "waiting for the leader to repair " + object + ": " + JoinFindings(findings);
+    return report;
+  }
+  if (auto published = PublishFolder(config, *pair.source.cert_pem, *pair.source.key_pem,
+                                     *pair.source.ca_pem, clock, report);
+      !published) {
+    return Fail(published.error());
+  }
+  if (auto checked = controller::CheckTargets(client, config.targets, check); !checked) {
+    return Fail(checked.error());
+  }
+  if (!check.other_findings.empty()) {
+    report.not_ready =
+        "waiting for the leader to inject the bundle: " + JoinFindings(check.other_findings);
+    return report;
+  }
+  report.ready = true;
+  return report;
+}
+
+}  // namespace
+
+Result<PassReport> Reconcile(kube::Client& client, const PassConfig& config, Role role,
+                             const Clock& clock) {
+  return role == Role::kLeader ? LeaderPass(client, config, clock)
+                               : FollowerPass(client, config, clock);
+}
+
+}  // namespace certctl::loop

@@ -1,0 +1,177 @@
+#include "certctl/loop/pass.h"
+
+#include <chrono>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "certctl/certdir/cert_dir.h"
+#include "certctl/util/base64.h"
+
+#include "fakes/fake_client.h"
+#include "fakes/fake_clock.h"
+#include "support/temp_dir.h"
+
+namespace certctl::loop {
+namespace {
+
+using certctl::testing::FakeClient;
+using certctl::testing::FakeClock;
+using certctl::testing::TempDir;
+using kube::Json;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr char kNs[] = "infra";
+constexpr char kSecret[] = "webhook-server-cert";
+constexpr auto kDay = std::chrono::hours(24);
+
+// A configuration as applied from a manifest: no caBundle yet.
+Json Vwc(const std::string& name) {
+  const Json webhook = {{"name", "a.hook.io"},
+                        {"clientConfig", {{"service", {{"name", "hook"}, {"namespace", kNs}}}}}};
+  return {{"metadata", {{"name", name}}}, {"webhooks", {webhook}}};
+}
+
+PassConfig Config(const std::filesystem::path& dir) {
+  PassConfig config;
+  config.secret.ns = kNs;
+  config.secret.name = kSecret;
+  config.secret.identity.service = "hook";
+  config.secret.identity.namespace_name = kNs;
+  config.secret.ca.common_name = "hook-ca";
+  config.secret.ca.validity = 365 * kDay;
+  config.secret.leaf_validity = 90 * kDay;
+  config.targets.validating_webhooks = {"hook"};
+  config.cert_dir = dir;
+  return config;
+}
+
+std::string Data(const FakeClient& api, const std::string& key) {
+  const Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  return Base64Decode(secret["data"][key].get<std::string>()).value();
+}
+
+std::string Bundle(const FakeClient& api) {
+  const Json vwc = api.Object(kube::kValidatingWebhookConfigurations, "", "hook").value();
+  return Base64Decode(vwc["webhooks"][0]["clientConfig"]["caBundle"].get<std::string>()).value();
+}
+
+TEST(ReconcilePass, TheLeaderCreatesPublishesAndInjects) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  const auto report = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_TRUE(report->ready) << report->not_ready;
+  EXPECT_EQ(report->secret_action, controller::SecretAction::kCreated);
+  EXPECT_TRUE(report->folder_written);
+  EXPECT_THAT(report->patched, ::testing::ElementsAre("validatingwebhookconfiguration/hook"));
+  EXPECT_EQ(report->leaf_not_after, clock.Now() + 90 * kDay);
+  EXPECT_EQ(report->ca_not_after, clock.Now() + 365 * kDay);
+
+  const auto folder = certdir::ReadServingFiles(dir.path()).value().value();
+  EXPECT_EQ(folder.tls_crt, Data(api, "tls.crt"));
+  EXPECT_EQ(folder.tls_key, Data(api, "tls.key"));
+  EXPECT_EQ(folder.ca_crt, Data(api, "ca.crt"));
+  EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
+}
+
+TEST(ReconcilePass, ASecondPassWritesNothing) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  api.ClearRequests();
+  const auto again = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->ready);
+  EXPECT_FALSE(again->folder_written);
+  EXPECT_TRUE(again->patched.empty());
+  EXPECT_EQ(api.WriteCount(), 0);
+}
+
+TEST(ReconcilePass, AMissingTargetIsNotReadyButNotAFailure) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  const auto waiting = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(waiting) << waiting.error().message();
+  EXPECT_FALSE(waiting->ready);
+  EXPECT_THAT(waiting->not_ready, HasSubstr("validatingwebhookconfiguration/hook"));
+  // The Secret and the folder are done already; the target's arrival finishes the job.
+  EXPECT_TRUE(certdir::ReadServingFiles(dir.path()).value().has_value());
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  const auto done = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->ready) << done->not_ready;
+}
+
+TEST(ReconcilePass, AFollowerOnlyReadsAndWaitsForTheLeader) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir leader_dir;
+  TempDir follower_dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+
+  const auto early = Reconcile(api, Config(follower_dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(early) << early.error().message();
+  EXPECT_FALSE(early->ready);
+  EXPECT_THAT(early->not_ready, HasSubstr("waiting for the leader to create secret/infra/"));
+  EXPECT_EQ(api.WriteCount(), 0);
+
+  ASSERT_TRUE(Reconcile(api, Config(leader_dir.path()), Role::kLeader, clock));
+  api.ClearRequests();
+  const auto later = Reconcile(api, Config(follower_dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(later);
+  EXPECT_TRUE(later->ready) << later->not_ready;
+  EXPECT_TRUE(later->folder_written);
+  EXPECT_EQ(api.WriteCount(), 0);
+  EXPECT_EQ(certdir::ReadServingFiles(follower_dir.path()).value(),
+            certdir::ReadServingFiles(leader_dir.path()).value());
+}
+
+TEST(ReconcilePass, AFollowerIsNotReadyWhileATargetLacksTheBundle) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));  // re-applied without caBundle
+  const auto report = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(report);
+  EXPECT_FALSE(report->ready);
+  EXPECT_THAT(report->not_ready, HasSubstr("waiting for the leader to inject the bundle"));
+  EXPECT_THAT(report->not_ready, HasSubstr("validatingwebhookconfiguration/hook"));
+}
+
+TEST(ReconcilePass, AFollowerIsNotReadyWhileTheLeafIsDueForRenewal) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  clock.Advance(61 * kDay);  // 29 days left, renew_before is 30
+  const auto report = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(report);
+  EXPECT_FALSE(report->ready);
+  EXPECT_THAT(report->not_ready, HasSubstr("waiting for the leader to repair"));
+}
+
+TEST(ReconcilePass, AnUnwritableFolderIsAnErrorNamingIt) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  dir.Write("blocked", "a file");
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  const auto report = Reconcile(api, Config(dir / "blocked/tls"), Role::kLeader, clock);
+  ASSERT_FALSE(report);
+  EXPECT_EQ(report.error().code(), ErrorCode::kIo);
+  EXPECT_THAT(report.error().message(), HasSubstr((dir / "blocked").string()));
+}
+
+}  // namespace
+}  // namespace certctl::loop
