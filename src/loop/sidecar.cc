@@ -1,0 +1,367 @@
+#include "certctl/loop/sidecar.h"
+
+#include <algorithm>
+#include <fstream>
+#include <system_error>
+
+#include "certctl/controller/ensure_secret.h"
+#include "certctl/controller/secret.h"
+#include "certctl/controller/targets.h"
+#include "certctl/kube/list_watch.h"
+
+namespace certctl::loop {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// The loop wakes at least this often: to notice a wall-clock jump past the resync time, and
+// to show /healthz it is alive.
+constexpr milliseconds kHeartbeat{5000};
+constexpr milliseconds kFirstBackoff{500};
+constexpr milliseconds kMaxBackoff{60000};
+// A pass that ends not ready is tried again after this even without a watch event: a safety
+// net, since the events that fix it (the target appearing, the leader writing) trigger one.
+constexpr milliseconds kNotReadyRetry{30000};
+constexpr seconds kWarningInterval{60};
+constexpr milliseconds kWatchFirstBackoff{1000};
+constexpr milliseconds kAliveWithin{60000};
+
+std::int64_t Millis(MonotonicTime time) {
+  return std::chrono::duration_cast<milliseconds>(time.time_since_epoch()).count();
+}
+
+double UnixSeconds(TimePoint time) {
+  return static_cast<double>(std::chrono::duration_cast<seconds>(time.time_since_epoch()).count());
+}
+
+// "validatingwebhookconfiguration/hook" -> "validatingwebhookconfiguration".
+std::string KindOf(const std::string& object) { return object.substr(0, object.find('/')); }
+
+std::string Join(const std::set<std::string>& reasons) {
+  std::string text;
+  for (const std::string& reason : reasons) {
+    text += (text.empty() ? "" : ", ") + reason;
+  }
+  return text;
+}
+
+}  // namespace
+
+SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
+    : expiration(registry.Gauge("certctl_certificate_expiration_timestamp_seconds",
+                                "When the certificate stops being valid (notAfter), in unix "
+                                "seconds; role is ca or leaf.",
+                                {"secret", "role"})),
+      reconciles(registry.Counter("certctl_reconcile_total",
+                                  "Reconcile passes by result: ready, not_ready or error.",
+                                  {"result"})),
+      reconcile_duration(registry.Histogram(
+          "certctl_reconcile_duration_seconds", "How long reconcile passes took, by result.",
+          {"result"}, {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})),
+      writes(registry.Counter("certctl_writes_total",
+                              "Objects certctl wrote, by kind (secret, "
+                              "validatingwebhookconfiguration, ...).",
+                              {"kind"})),
+      ready(registry.Gauge("certctl_ready", "1 while ready (what /readyz answers), else 0.")),
+      leader(registry.Gauge("certctl_leader",
+                            "1 while this replica may write (it leads, or no election)")),
+      last_success(registry.Gauge("certctl_last_successful_reconcile_timestamp_seconds",
+                                  "When the last pass that ended ready finished, unix seconds.")) {}
+
+Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
+                 SidecarMetrics& metrics, LogSink log)
+    : client_(client),
+      clock_(clock),
+      config_(std::move(config)),
+      metrics_(metrics),
+      log_(std::move(log)) {
+  if (config_.election) {
+    elector_.emplace(client_, clock_, *config_.election);
+  } else {
+    leading_ = true;
+  }
+  metrics_.ready.Set({}, 0);
+  metrics_.leader.Set({}, leading_ ? 1 : 0);
+  heartbeat_ = Millis(clock_.Monotonic());
+}
+
+Sidecar::~Sidecar() {
+  Stop();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) {
+      thread.join();
+    }
+  }
+}
+
+void Sidecar::Stop() {
+  {
+    const std::lock_guard lock(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_changed_.notify_all();
+  trigger_.Stop();
+}
+
+void Sidecar::Reconcile(const std::string& reason) { trigger_.Request(reason); }
+
+std::optional<std::string> Sidecar::NotReady() const {
+  const std::lock_guard lock(state_mutex_);
+  if (ready_) {
+    return std::nullopt;
+  }
+  return not_ready_;
+}
+
+bool Sidecar::Alive() const {
+  return Millis(clock_.Monotonic()) - heartbeat_.load() < kAliveWithin.count();
+}
+
+bool Sidecar::SleepUnlessStopped(milliseconds duration) {
+  std::unique_lock lock(stop_mutex_);
+  return stop_changed_.wait_for(lock, duration, [this] { return stopping_.load(); });
+}
+
+milliseconds Sidecar::Jittered(milliseconds base, double spread) {
+  std::uniform_real_distribution<double> factor(1.0 - spread, 1.0 + spread);
+  return milliseconds(
+      static_cast<std::int64_t>(static_cast<double>(base.count()) * factor(random_)));
+}
+
+void Sidecar::WarnRateLimited(const std::string& key, const std::string& message) {
+  const MonotonicTime now = clock_.Monotonic();
+  bool repeat = false;
+  {
+    const std::lock_guard lock(state_mutex_);
+    auto& [last_message, last_time] = last_warning_[key];
+    repeat = last_message == message && now - last_time < kWarningInterval;
+    if (!repeat) {
+      last_message = message;
+      last_time = now;
+    }
+  }
+  log_(repeat ? LogLevel::kDebug : LogLevel::kWarning, message);
+}
+
+std::vector<Sidecar::WatchSpec> Sidecar::Watches() const {
+  std::vector<WatchSpec> watches;
+  const auto by_name = [](std::string_view name) {
+    kube::ListOptions options;
+    options.field_selector = "metadata.name=" + std::string(name);
+    return options;
+  };
+  const auto& secret = config_.pass.secret;
+  watches.push_back({&kube::kSecrets, secret.ns, by_name(secret.name),
+                     controller::SecretObjectName(secret.ns, secret.name)});
+  const auto& targets = config_.pass.targets;
+  const auto add_named = [&](inject::TargetKind kind, const std::vector<std::string>& names) {
+    for (const std::string& name : names) {
+      watches.push_back({&controller::ResourceFor(kind), "", by_name(name),
+                         controller::TargetObjectName(kind, name)});
+    }
+  };
+  add_named(inject::TargetKind::kValidatingWebhookConfiguration, targets.validating_webhooks);
+  add_named(inject::TargetKind::kMutatingWebhookConfiguration, targets.mutating_webhooks);
+  add_named(inject::TargetKind::kCustomResourceDefinition, targets.crds);
+  add_named(inject::TargetKind::kApiService, targets.api_services);
+  if (!targets.webhook_selector.empty()) {
+    for (const auto* type :
+         {&kube::kValidatingWebhookConfigurations, &kube::kMutatingWebhookConfigurations}) {
+      kube::ListOptions options;
+      options.label_selector = targets.webhook_selector;
+      watches.push_back(
+          {type, "", options, std::string(type->resource) + " " + targets.webhook_selector});
+    }
+  }
+  return watches;
+}
+
+void Sidecar::WatchLoop(const WatchSpec& spec) {
+  kube::ListWatchOptions options;
+  options.list = spec.list;
+  options.server_timeout = config_.watch_timeout;
+  kube::ListWatchHandlers handlers;
+  handlers.on_list = [&](const std::vector<kube::Json>&, const std::string&) {
+    trigger_.Request("listed " + spec.what);
+  };
+  handlers.on_event = [&](const kube::WatchEvent& event) {
+    const char* change = event.type == kube::WatchEventType::kAdded     ? "added"
+                         : event.type == kube::WatchEventType::kDeleted ? "deleted"
+                                                                        : "modified";
+    trigger_.Request(spec.what + " " + change);
+  };
+  handlers.on_retry = [&](const Error& error, milliseconds delay) {
+    log_(LogLevel::kDebug, "watch " + spec.what + ": " + error.message() + "; again in " +
+                               std::to_string(delay.count()) + "ms");
+  };
+  milliseconds backoff = kWatchFirstBackoff;
+  while (!stopping_) {
+    auto ended = kube::ListWatch(
+        client_, *spec.type, spec.ns, options, handlers, [this] { return stopping_.load(); },
+        clock_);
+    if (stopping_) {
+      return;
+    }
+    // Only failures a retry cannot fix end ListWatch (403, 401, a bad answer); RBAC or
+    // credentials may be fixed while certctl runs, so keep trying, and keep saying why.
+    WarnRateLimited("watch " + spec.what,
+                    "watch " + spec.what + ": " +
+                        (ended ? std::string("ended") : ended.error().message()) + "; retrying");
+    if (SleepUnlessStopped(Jittered(backoff, 0.5))) {
+      return;
+    }
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
+}
+
+void Sidecar::ElectionLoop() {
+  while (!stopping_) {
+    auto attempt = elector_->TryAcquireOrRenew();
+    const bool now_leading = elector_->IsLeader();
+    if (!attempt) {
+      WarnRateLimited("lease", "leader election: " + attempt.error().message());
+    }
+    if (now_leading != leading_.exchange(now_leading)) {
+      metrics_.leader.Set({}, now_leading ? 1 : 0);
+      log_(LogLevel::kInfo, now_leading
+                                ? "became the leader (" + config_.election->identity + ")"
+                                : "stopped leading; following " + elector_->observed_holder());
+      trigger_.Request(now_leading ? "became the leader" : "stopped leading");
+    }
+    if (SleepUnlessStopped(elector_->NextAttemptIn())) {
+      break;
+    }
+  }
+  if (auto released = elector_->Release(); !released) {
+    log_(LogLevel::kWarning, "releasing the lease: " + released.error().message());
+  } else if (leading_) {
+    log_(LogLevel::kInfo, "released the lease");
+  }
+}
+
+void Sidecar::SetReadiness(bool ready, const std::string& reason) {
+  bool changed = false;
+  {
+    const std::lock_guard lock(state_mutex_);
+    changed = ready != ready_;
+    ready_ = ready;
+    not_ready_ = reason;
+  }
+  metrics_.ready.Set({}, ready ? 1 : 0);
+  if (!config_.ready_file.empty() && changed) {
+    std::error_code error;
+    if (ready) {
+      std::ofstream(config_.ready_file) << "ready\n";
+    } else {
+      std::filesystem::remove(config_.ready_file, error);
+    }
+  }
+  if (changed) {
+    log_(LogLevel::kInfo, ready ? "ready" : "not ready: " + reason);
+  }
+}
+
+void Sidecar::RunPass(const std::set<std::string>& reasons) {
+  const Role role = leading_ ? Role::kLeader : Role::kFollower;
+  log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
+  const MonotonicTime started = clock_.Monotonic();
+  auto report = loop::Reconcile(client_, config_.pass, role, clock_);
+  const double took = std::chrono::duration<double>(clock_.Monotonic() - started).count();
+  if (!report) {
+    metrics_.reconciles.Add({"error"});
+    metrics_.reconcile_duration.Observe({"error"}, took);
+    backoff_ = std::min(std::max(backoff_ * 2, kFirstBackoff), kMaxBackoff);
+    WarnRateLimited("pass", "reconcile failed: " + report.error().message());
+    SetReadiness(false, report.error().message());
+    return;
+  }
+  backoff_ = milliseconds(0);
+  const std::string result = report->ready ? "ready" : "not_ready";
+  metrics_.reconciles.Add({result});
+  metrics_.reconcile_duration.Observe({result}, took);
+  const std::string secret = config_.pass.secret.ns + "/" + config_.pass.secret.name;
+  if (report->ca_not_after) {
+    metrics_.expiration.Set({secret, "ca"}, UnixSeconds(*report->ca_not_after));
+  }
+  if (report->leaf_not_after) {
+    metrics_.expiration.Set({secret, "leaf"}, UnixSeconds(*report->leaf_not_after));
+  }
+  const std::string secret_object =
+      controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
+  if (report->secret_action != controller::SecretAction::kNone) {
+    metrics_.writes.Add({"secret"});
+    log_(LogLevel::kInfo,
+         std::string(controller::SecretActionName(report->secret_action)) + ": " + secret_object +
+             (report->secret_reason.empty() ? "" : " (" + report->secret_reason + ")"));
+  }
+  for (const std::string& object : report->patched) {
+    metrics_.writes.Add({KindOf(object)});
+    log_(LogLevel::kInfo, "injected the CA bundle into " + object);
+  }
+  if (report->folder_written) {
+    log_(LogLevel::kInfo, "wrote a new set to " + config_.pass.cert_dir.string());
+  }
+  if (report->ready) {
+    metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
+  }
+  SetReadiness(report->ready, report->not_ready);
+}
+
+void Sidecar::Run() {
+  for (const WatchSpec& spec : Watches()) {
+    threads_.emplace_back([this, spec] { WatchLoop(spec); });
+  }
+  if (elector_) {
+    threads_.emplace_back([this] { ElectionLoop(); });
+  }
+  const milliseconds resync = config_.resync;
+  TimePoint next_resync = clock_.Now() + Jittered(resync, 0.1);
+  std::optional<MonotonicTime> retry_at;
+  trigger_.Request("start");
+  while (!trigger_.stopped()) {
+    heartbeat_ = Millis(clock_.Monotonic());
+    milliseconds wait = kHeartbeat;
+    wait = std::min(wait, std::chrono::ceil<milliseconds>(next_resync - clock_.Now()));
+    if (retry_at) {
+      wait = std::min(wait, std::chrono::ceil<milliseconds>(*retry_at - clock_.Monotonic()));
+    }
+    auto requested = trigger_.Wait(std::max(wait, milliseconds(0)));
+    if (trigger_.stopped()) {
+      break;
+    }
+    std::set<std::string> reasons = requested.value_or(std::set<std::string>());
+    if (retry_at && clock_.Monotonic() >= *retry_at) {
+      reasons.insert("retry");
+    }
+    // The wall clock, not the monotonic one: after a suspend or a clock step the
+    // certificates are judged against the real date, so the resync must be too.
+    if (clock_.Now() >= next_resync) {
+      reasons.insert("resync");
+      next_resync = clock_.Now() + Jittered(resync, 0.1);
+    }
+    if (reasons.empty()) {
+      continue;
+    }
+    heartbeat_ = Millis(clock_.Monotonic());
+    RunPass(reasons);
+    if (backoff_ > milliseconds(0)) {
+      retry_at = clock_.Monotonic() + Jittered(backoff_, 0.5);
+    } else if (NotReady()) {
+      retry_at = clock_.Monotonic() + kNotReadyRetry;
+    } else {
+      retry_at.reset();
+    }
+  }
+  Stop();
+  for (std::thread& thread : threads_) {
+    thread.join();
+  }
+  threads_.clear();
+  if (!config_.ready_file.empty()) {
+    std::error_code error;
+    std::filesystem::remove(config_.ready_file, error);
+  }
+}
+
+}  // namespace certctl::loop
