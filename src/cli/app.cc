@@ -12,6 +12,7 @@
 #include "cli/generate.h"
 #include "cli/job.h"
 #include "cli/logging.h"
+#include "cli/run.h"
 #include "cli/version.h"
 #include "cli/wait.h"
 
@@ -58,10 +59,12 @@ int Main(int argc, char** argv) {
   WaitOptions wait;
   VersionOptions version;
   JobOptions job;
+  RunOptions run;
   CLI::App* generate_command = AddGenerateCommand(app, generate);
   CLI::App* check_command = AddCheckCommand(app, check);
   CLI::App* wait_command = AddWaitCommand(app, wait);
   CLI::App* job_command = AddJobCommand(app, job);
+  CLI::App* run_command = AddRunCommand(app, run);
   CLI::App* version_command = AddVersionCommand(app, version);
 
   try {
@@ -95,6 +98,9 @@ int Main(int argc, char** argv) {
   }
   if (job_command->parsed()) {
     return RunJob(job, env, clock);
+  }
+  if (run_command->parsed()) {
+    return RunController(run, env, clock);
   }
   if (version_command->parsed()) {
     return RunVersion(version);

@@ -61,14 +61,7 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
                    "into the targets (post-install); all: both")
       ->check(CLI::IsMember({"all", "secret", "inject"}))
       ->capture_default_str();
-  AddIdentityFlags(*command, options.identity);
-  AddIssuanceFlags(*command, options.issuance);
-  AddDurationFlag(*command, "--renew-before", options.renew_before,
-                  "Renew certificates with less validity left than this");
-  command->add_option("--secret", options.secret_name, "Secret holding the pair")
-      ->capture_default_str();
-  command->add_flag("--adopt", options.adopt,
-                    "Take ownership of an existing Secret certctl did not create");
+  AddSecretFlags(*command, options.secret);
   AddConnectionFlags(*command, options.connection);
   AddTargetFlags(*command, options.targets);
   AddDurationFlag(*command, "--wait-for-targets", options.wait_for_targets,
@@ -87,12 +80,8 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
                  "--apiservice or --webhook-selector\n";
     return kExitUsage;
   }
-  if (options.issuance.cert_validity <= options.renew_before ||
-      options.issuance.ca_validity <= options.renew_before) {
-    std::cerr << "certctl job: --cert-validity and --ca-validity must be longer than "
-                 "--renew-before ("
-              << FormatDuration(options.renew_before)
-              << "), or every run would renew the certificates\n";
+  if (auto valid = CheckValidities(options.secret); !valid) {
+    std::cerr << "certctl job: " << valid.error().message() << "\n";
     return kExitUsage;
   }
 
@@ -103,26 +92,17 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   kube::RetryOptions retry;
   retry.max_retries = -1;
   retry.deadline = deadline;
-  auto cluster = ConnectToCluster(options.connection, options.identity.namespace_name, env, clock,
-                                  std::move(retry));
+  auto cluster = ConnectToCluster(options.connection, options.secret.identity.namespace_name, env,
+                                  clock, std::move(retry));
   if (!cluster) {
     return Failed(cluster.error().message());
   }
-  IdentityFlags identity_flags = options.identity;
-  identity_flags.namespace_name = cluster->ns;
-  controller::SecretSpec spec;
-  spec.ns = cluster->ns;
-  spec.name = options.secret_name;
-  spec.identity = ResolveIdentity(identity_flags);
-  if (auto valid = pki::ValidateIdentity(spec.identity); !valid) {
-    std::cerr << "certctl job: " << valid.error().message() << "\n";
+  auto made = MakeSecretSpec(options.secret, cluster->ns);
+  if (!made) {
+    std::cerr << "certctl job: " << made.error().message() << "\n";
     return kExitUsage;
   }
-  spec.ca = MakeCaRequest(options.issuance, spec.identity);
-  spec.leaf_key_type = options.issuance.key_type;
-  spec.leaf_validity = options.issuance.cert_validity;
-  spec.renew_before = options.renew_before;
-  spec.adopt = options.adopt;
+  const controller::SecretSpec& spec = *made;
   const std::string secret_object = controller::SecretObjectName(spec.ns, spec.name);
 
   std::string bundle;

@@ -12,16 +12,13 @@
 
 #include "cli/cluster.h"
 #include "cli/flags.h"
+#include "cli/secret_spec.h"
 
 namespace certctl::cli {
 
 struct JobOptions {
   std::string phase = "all";  // all, secret, inject
-  IdentityFlags identity;
-  IssuanceFlags issuance;
-  std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
-  std::string secret_name = kDefaultSecretName;
-  bool adopt = false;
+  SecretFlags secret;
   ConnectionFlags connection;
   controller::TargetSelection targets;
   std::chrono::seconds wait_for_targets{120};

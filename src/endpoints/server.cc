@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <atomic>
 #include <thread>
 
 #include <httplib.h>
@@ -53,6 +54,7 @@ Result<ListenAddress> ParseListenAddress(std::string_view text) {
 struct Server::State {
   httplib::Server http;
   std::thread serving;
+  std::atomic<bool> served{false};  // listen_after_bind returned
   int port = 0;
 };
 
@@ -113,7 +115,15 @@ Result<std::unique_ptr<Server>> Server::Start(const ListenAddress& address, Rout
                     (error_number != 0 ? ": " + std::string(std::strerror(error_number)) : ""));
   }
   State* serving = state.get();
-  state->serving = std::thread([serving] { serving->http.listen_after_bind(); });
+  state->serving = std::thread([serving] {
+    serving->http.listen_after_bind();
+    serving->served = true;
+  });
+  // stop() is a no-op until the accept loop runs, so a Stop right after Start would wait
+  // forever: return only once it runs (or has already ended).
+  while (!state->http.is_running() && !state->served) {
+    std::this_thread::yield();
+  }
   return std::unique_ptr<Server>(new Server(std::move(state)));
 }
 

@@ -52,10 +52,33 @@ TEST(Usage, DurationsBeyondAHundredYearsAreUsageErrorsOnOneLine) {
   }
 }
 
+TEST(Usage, RunRefusesBadFlagsBeforeTouchingTheCluster) {
+  // No kubeconfig exists here: each of these must fail on its flags alone.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"run", "--service", "hook"}, "a target is needed"},
+      {{"run", "--service", "hook", "--validating-webhook", "hook", "--health-addr", "8081"},
+       "--health-addr: invalid listen address \"8081\""},
+      {{"run", "--service", "hook", "--validating-webhook", "hook", "--metrics-addr", ":99999"},
+       "--metrics-addr: invalid listen address \":99999\""},
+      {{"run", "--service", "hook", "--validating-webhook", "hook", "--cert-validity", "20d"},
+       "must be longer than --renew-before"},
+      {{"run", "--service", "hook", "--validating-webhook", "hook", "--resync", "0s"},
+       "must be positive"},
+  };
+  ProcessOptions no_cluster;
+  no_cluster.extra_env["KUBECONFIG"] = "/nonexistent";
+  for (const auto& [args, message] : cases) {
+    const auto result = RunCertctl(args, no_cluster);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_EQ(CountLines(result.err), 1) << result.err;
+    EXPECT_THAT(result.err, HasSubstr(message));
+  }
+}
+
 TEST(Usage, HelpExitsZeroAndListsCommands) {
   const auto top = RunCertctl({"--help"});
   EXPECT_EQ(top.exit_code, 0);
-  for (const char* command : {"generate", "check", "wait", "version"}) {
+  for (const char* command : {"generate", "check", "wait", "job", "run", "version"}) {
     EXPECT_THAT(top.out, HasSubstr(command));
   }
   const auto sub = RunCertctl({"generate", "--help"});

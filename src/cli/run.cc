@@ -1,0 +1,286 @@
+#include "cli/run.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "certctl/controller/secret.h"
+#include "certctl/endpoints/server.h"
+#include "certctl/loop/sidecar.h"
+#include "certctl/metrics/registry.h"
+
+#include "cli/exit_codes.h"
+#include <pthread.h>
+#include <unistd.h>
+
+namespace certctl::cli {
+namespace {
+
+// After SIGTERM the process ends within this even if a request is still in flight.
+constexpr std::chrono::milliseconds kShutdownGrace{4500};
+
+int UsageError(const std::string& message) {
+  std::cerr << "certctl run: " << message << "\n";
+  return kExitUsage;
+}
+
+// $POD_NAME or the hostname, plus "_" and a random suffix: unique even when two processes
+// share a pod name (a restarted container), as client-go's identities are.
+std::string DefaultIdentity(const Environment& env) {
+  std::string base = env.Get("POD_NAME").value_or("");
+  if (base.empty()) {
+    char host[256] = {};
+    base = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "certctl";
+  }
+  std::mt19937_64 random(std::random_device{}());
+  constexpr std::string_view kChars = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string suffix;
+  for (int i = 0; i < 8; ++i) {
+    suffix += kChars[random() % kChars.size()];
+  }
+  return base + "_" + suffix;
+}
+
+void Log(loop::LogLevel level, const std::string& message) {
+  switch (level) {
+    case loop::LogLevel::kDebug:
+      spdlog::debug("{}", message);
+      break;
+    case loop::LogLevel::kInfo:
+      spdlog::info("{}", message);
+      break;
+    case loop::LogLevel::kWarning:
+      spdlog::warn("{}", message);
+      break;
+  }
+}
+
+endpoints::Routes HealthRoutes(const loop::Sidecar& sidecar) {
+  endpoints::Routes routes;
+  routes["/healthz"] = [&sidecar] {
+    return sidecar.Alive() ? endpoints::Response{200, "ok\n"}
+                           : endpoints::Response{500, "the reconcile loop is stuck\n"};
+  };
+  routes["/readyz"] = [&sidecar] {
+    const auto not_ready = sidecar.NotReady();
+    return not_ready ? endpoints::Response{503, "not ready: " + *not_ready + "\n"}
+                     : endpoints::Response{200, "ok\n"};
+  };
+  return routes;
+}
+
+void AddMetricsRoute(endpoints::Routes& routes, const metrics::Registry& registry) {
+  routes["/metrics"] = [&registry] {
+    return endpoints::Response{200, registry.Render(), "text/plain; version=0.0.4; charset=utf-8"};
+  };
+}
+
+sigset_t ControlSignals() {
+  sigset_t signals;
+  ::sigemptyset(&signals);
+  ::sigaddset(&signals, SIGTERM);
+  ::sigaddset(&signals, SIGINT);
+  ::sigaddset(&signals, SIGHUP);
+  return signals;
+}
+
+// Blocks SIGTERM, SIGINT and SIGHUP in this thread and every thread started after it, so
+// they are only ever taken by SignalThread's sigwait: first thing, before any thread starts.
+void BlockControlSignals() {
+  const sigset_t signals = ControlSignals();
+  ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+}
+
+// Waits for SIGTERM/SIGINT (stop) and SIGHUP (reconcile now) on a thread of its own.
+class SignalThread {
+ public:
+  explicit SignalThread(loop::Sidecar& sidecar)
+      : sidecar_(sidecar), signals_(ControlSignals()), thread_([this] { Loop(); }) {}
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+  // Called once Run returned: lets the thread end.
+  ~SignalThread() {
+    {
+      const std::lock_guard lock(mutex_);
+      finished_ = true;
+    }
+    finished_changed_.notify_all();
+    if (!stop_requested_) {
+      ::pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait
+    }
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      int signal = 0;
+      if (::sigwait(&signals_, &signal) != 0) {
+        continue;
+      }
+      {
+        const std::lock_guard lock(mutex_);
+        if (finished_) {
+          return;
+        }
+      }
+      if (signal == SIGHUP) {
+        spdlog::info("SIGHUP: reconciling now");
+        sidecar_.Reconcile("SIGHUP");
+        continue;
+      }
+      spdlog::info("{}: stopping", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop_requested_ = true;
+      sidecar_.Stop();
+      std::unique_lock lock(mutex_);
+      if (!finished_changed_.wait_for(lock, kShutdownGrace, [this] { return finished_; })) {
+        // A request still in flight must not hold the pod past its grace period; every
+        // write is whole, so ending here leaves nothing half-done.
+        spdlog::warn("stopping took longer than {} ms; exiting now", kShutdownGrace.count());
+        spdlog::default_logger()->flush();
+        std::_Exit(kExitOk);
+      }
+      return;
+    }
+  }
+
+  loop::Sidecar& sidecar_;
+  const sigset_t signals_;
+  std::mutex mutex_;
+  std::condition_variable finished_changed_;
+  bool finished_ = false;
+  std::atomic<bool> stop_requested_{false};
+  std::thread thread_;  // last: it starts in the constructor and uses everything above
+};
+
+}  // namespace
+
+CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "run",
+      "The sidecar controller: keep the Secret, the certificate folder and every caBundle "
+      "right, and report readiness");
+  AddSecretFlags(*command, options.secret);
+  AddConnectionFlags(*command, options.connection);
+  AddTargetFlags(*command, options.targets);
+  command->add_option("--cert-dir", options.cert_dir,
+                      "Folder to keep tls.crt, tls.key and ca.crt in (swapped atomically as a "
+                      "set); empty: none");
+  command->add_option("--health-addr", options.health_addr, "Address for /healthz and /readyz")
+      ->capture_default_str();
+  command
+      ->add_option("--metrics-addr", options.metrics_addr,
+                   "Address for /metrics (Prometheus text format); empty: disabled")
+      ->capture_default_str();
+  command->add_option("--ready-file", options.ready_file,
+                      "File created while ready and removed otherwise; empty: none");
+  AddDurationFlag(*command, "--resync", options.resync,
+                  "Reconcile at least this often, changes or not (jittered by 10%)");
+  command->add_flag("--leader-elect", options.leader_elect,
+                    "Among several replicas only the holder of a Lease writes; every replica "
+                    "keeps its own folder and readiness");
+  command->add_option("--lease-name", options.lease_name,
+                      "Name of the Lease (default: <secret>-certctl)");
+  command->add_option("--identity", options.identity,
+                      "This replica's name in the Lease (default: $POD_NAME or the hostname, "
+                      "plus _ and a random suffix)");
+  return command;
+}
+
+int RunController(const RunOptions& options, const Environment& env, const Clock& clock) {
+  BlockControlSignals();
+  if (options.targets.empty()) {
+    return UsageError(
+        "a target is needed: --validating-webhook, --mutating-webhook, --crd, --apiservice or "
+        "--webhook-selector");
+  }
+  if (auto valid = CheckValidities(options.secret); !valid) {
+    return UsageError(valid.error().message());
+  }
+  auto health_address = endpoints::ParseListenAddress(options.health_addr);
+  if (!health_address) {
+    return UsageError("--health-addr: " + health_address.error().message());
+  }
+  std::optional<endpoints::ListenAddress> metrics_address;
+  if (!options.metrics_addr.empty()) {
+    auto parsed = endpoints::ParseListenAddress(options.metrics_addr);
+    if (!parsed) {
+      return UsageError("--metrics-addr: " + parsed.error().message());
+    }
+    metrics_address = *parsed;
+  }
+
+  // Each call gives up soon; the loop retries the whole pass with its own backoff, forever.
+  kube::RetryOptions retry;
+  retry.max_retries = 2;
+  retry.on_retry = [](const std::string& message) { spdlog::debug("{}", message); };
+  auto cluster = ConnectToCluster(options.connection, options.secret.identity.namespace_name, env,
+                                  clock, std::move(retry));
+  if (!cluster) {
+    std::cerr << "certctl run: " << cluster.error().message() << "\n";
+    return kExitFailed;
+  }
+  auto spec = MakeSecretSpec(options.secret, cluster->ns);
+  if (!spec) {
+    return UsageError(spec.error().message());
+  }
+
+  loop::SidecarConfig config;
+  config.pass.secret = *spec;
+  config.pass.targets = options.targets;
+  config.pass.cert_dir = options.cert_dir;
+  config.resync = options.resync;
+  config.ready_file = options.ready_file;
+  if (options.leader_elect) {
+    config.election = leader::ElectionConfig{
+        cluster->ns, options.lease_name.empty() ? spec->name + "-certctl" : options.lease_name,
+        options.identity.empty() ? DefaultIdentity(env) : options.identity};
+  }
+
+  metrics::Registry registry;
+  loop::SidecarMetrics sidecar_metrics(registry);
+  loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);
+
+  // One server when both addresses are the same.
+  endpoints::Routes health_routes = HealthRoutes(sidecar);
+  const bool shared = metrics_address && metrics_address->host == health_address->host &&
+                      metrics_address->port == health_address->port;
+  if (shared) {
+    AddMetricsRoute(health_routes, registry);
+  }
+  auto health_server = endpoints::Server::Start(*health_address, std::move(health_routes));
+  if (!health_server) {
+    return UsageError("--health-addr: " + health_server.error().message());
+  }
+  std::unique_ptr<endpoints::Server> metrics_server;
+  if (metrics_address && !shared) {
+    endpoints::Routes metrics_routes;
+    AddMetricsRoute(metrics_routes, registry);
+    auto started = endpoints::Server::Start(*metrics_address, std::move(metrics_routes));
+    if (!started) {
+      return UsageError("--metrics-addr: " + started.error().message());
+    }
+    metrics_server = std::move(*started);
+  }
+  spdlog::info("running for {} in {} ({}); health on port {}{}",
+               controller::SecretObjectName(spec->ns, spec->name), cluster->ns,
+               cluster->description, (*health_server)->port(),
+               metrics_server ? ", metrics on port " + std::to_string(metrics_server->port())
+                              : std::string());
+  {
+    SignalThread signals(sidecar);
+    sidecar.Run();
+  }
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+}  // namespace certctl::cli

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "certctl/controller/check.h"
+#include "certctl/util/clock.h"
+#include "certctl/util/environment.h"
+
+#include "cli/cluster.h"
+#include "cli/secret_spec.h"
+
+namespace certctl::cli {
+
+struct RunOptions {
+  SecretFlags secret;
+  ConnectionFlags connection;
+  controller::TargetSelection targets;
+  std::string cert_dir;
+  std::string health_addr = ":8081";
+  std::string metrics_addr = ":8080";
+  std::string ready_file;
+  std::chrono::seconds resync{std::chrono::hours(1)};
+  bool leader_elect = false;
+  std::string lease_name;  // empty: "<secret>-certctl"
+  std::string identity;    // empty: $POD_NAME or the hostname, plus "_" and a random suffix
+};
+
+CLI::App* AddRunCommand(CLI::App& app, RunOptions& options);
+
+// The sidecar controller: runs until SIGTERM or SIGINT (exit 0), keeping the Secret, the
+// certificate folder and every caBundle right, and answering /healthz, /readyz and /metrics.
+// Exit 2 on bad flags or an address that cannot be bound; never exits because the API
+// server is unavailable.
+int RunController(const RunOptions& options, const Environment& env, const Clock& clock);
+
+}  // namespace certctl::cli

@@ -1,0 +1,46 @@
+#include "cli/secret_spec.h"
+
+#include "certctl/util/duration.h"
+
+namespace certctl::cli {
+
+void AddSecretFlags(CLI::App& app, SecretFlags& flags) {
+  AddIdentityFlags(app, flags.identity);
+  AddIssuanceFlags(app, flags.issuance);
+  AddDurationFlag(app, "--renew-before", flags.renew_before,
+                  "Renew certificates with less validity left than this");
+  app.add_option("--secret", flags.secret_name, "Secret holding the pair")->capture_default_str();
+  app.add_flag("--adopt", flags.adopt,
+               "Take ownership of an existing Secret certctl did not create");
+}
+
+Status CheckValidities(const SecretFlags& flags) {
+  if (flags.issuance.cert_validity <= flags.renew_before ||
+      flags.issuance.ca_validity <= flags.renew_before) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "--cert-validity and --ca-validity must be longer than --renew-before (" +
+                    FormatDuration(flags.renew_before) +
+                    "), or every run would renew the certificates");
+  }
+  return {};
+}
+
+Result<controller::SecretSpec> MakeSecretSpec(const SecretFlags& flags, const std::string& ns) {
+  IdentityFlags identity_flags = flags.identity;
+  identity_flags.namespace_name = ns;
+  controller::SecretSpec spec;
+  spec.ns = ns;
+  spec.name = flags.secret_name;
+  spec.identity = ResolveIdentity(identity_flags);
+  if (auto valid = pki::ValidateIdentity(spec.identity); !valid) {
+    return Fail(valid.error());
+  }
+  spec.ca = MakeCaRequest(flags.issuance, spec.identity);
+  spec.leaf_key_type = flags.issuance.key_type;
+  spec.leaf_validity = flags.issuance.cert_validity;
+  spec.renew_before = flags.renew_before;
+  spec.adopt = flags.adopt;
+  return spec;
+}
+
+}  // namespace certctl::cli

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "certctl/controller/ensure_secret.h"
+#include "certctl/util/result.h"
+
+#include "cli/flags.h"
+
+namespace certctl::cli {
+
+// The flags `job` and `run` share to say what the Secret must hold.
+struct SecretFlags {
+  IdentityFlags identity;
+  IssuanceFlags issuance;
+  std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  std::string secret_name = kDefaultSecretName;
+  bool adopt = false;
+};
+void AddSecretFlags(CLI::App& app, SecretFlags& flags);
+
+// kInvalidArgument (a usage error) when a validity is not longer than --renew-before: checked
+// before anything talks to the cluster.
+Status CheckValidities(const SecretFlags& flags);
+
+// The SecretSpec for the Secret in `ns`; kInvalidArgument (a usage error) for a bad service
+// identity.
+Result<controller::SecretSpec> MakeSecretSpec(const SecretFlags& flags, const std::string& ns);
+
+}  // namespace certctl::cli
