@@ -37,7 +37,11 @@ Result<std::string> StoredBundle(kube::Client& client, const std::string& ns,
   if (!secret->has_value()) {
     return Fail(ErrorCode::kNotFound, object + " does not exist; run the secret phase first");
   }
-  controller::SecretPair pair = controller::ReadSecretPair(**secret);
+  auto read = controller::ReadSecretPair(**secret);
+  if (!read) {
+    return Fail(read.error());
+  }
+  controller::SecretPair& pair = *read;
   std::vector<Finding> findings = pair.findings;
   const std::vector<Finding> validation =
       pki::Validate(pair.source, policy, clock.Now()).AllFindings();

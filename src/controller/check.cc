@@ -67,9 +67,12 @@ Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::
     report.other_findings.push_back({FindingCode::kMissing, secret_object, "does not exist"});
     return report;
   }
-  SecretPair pair = ReadSecretPair(**secret);
-  report.other_findings = std::move(pair.findings);
-  report.validation = pki::Validate(pair.source, policy, now);
+  auto pair = ReadSecretPair(**secret);
+  if (!pair) {
+    return Fail(pair.error());
+  }
+  report.other_findings = std::move(pair->findings);
+  report.validation = pki::Validate(pair->source, policy, now);
   return report;
 }
 

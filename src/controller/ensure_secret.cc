@@ -225,7 +225,11 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     }
 
     Json secret = std::move(**current);
-    SecretPair pair = ReadSecretPair(secret);
+    auto read = ReadSecretPair(secret);
+    if (!read) {
+      return Fail(read.error());  // nothing is written on the strength of a malformed answer
+    }
+    SecretPair& pair = *read;
     if (pair.type != kTlsSecretType) {
       return Fail(ErrorCode::kFailedPrecondition,
                   object + " has type \"" + pair.type + "\", not \"" + kTlsSecretType +

@@ -1,39 +1,60 @@
 #include "certctl/controller/secret.h"
 
+#include "certctl/kube/object.h"
 #include "certctl/util/base64.h"
 
 namespace certctl::controller {
-namespace {
-
-// object[key] when object is an object and the value a string, else `fallback`: fields of
-// the wrong JSON type must not throw out of the module.
-std::string StringField(const nlohmann::json& object, const char* key, std::string fallback) {
-  if (!object.is_object()) {
-    return fallback;
-  }
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-}  // namespace
 
 std::string SecretObjectName(std::string_view ns, std::string_view name) {
   return "secret/" + std::string(ns) + "/" + std::string(name);
 }
 
-SecretPair ReadSecretPair(const nlohmann::json& secret) {
-  const nlohmann::json empty = nlohmann::json::object();
-  const nlohmann::json& metadata = secret.contains("metadata") ? secret["metadata"] : empty;
-  const std::string object =
-      SecretObjectName(StringField(metadata, "namespace", ""), StringField(metadata, "name", ""));
+Result<SecretPair> ReadSecretPair(const nlohmann::json& secret) {
+  if (!secret.is_object()) {
+    return Fail(ErrorCode::kBadResponse, "the server answered with a Secret that is not an object");
+  }
+  // Name the Secret as well as its own fields allow; the checks below name what is wrong.
+  const auto name = kube::OptionalString(secret, "/metadata/name", "secret");
+  if (!name) {
+    return Fail(name.error());
+  }
+  const auto ns =
+      kube::OptionalString(secret, "/metadata/namespace", "secret/" + name->value_or(""));
+  if (!ns) {
+    return Fail(ns.error());
+  }
+  const std::string object = SecretObjectName(ns->value_or(""), name->value_or(""));
+  if (auto version = kube::ResourceVersion(secret, object); !version) {
+    return Fail(version.error());
+  }
   SecretPair pair;
-  pair.type = StringField(secret, "type", "Opaque");
-  if (metadata.contains("labels")) {
-    pair.managed = StringField(metadata["labels"], kManagedByLabel, "") == kManagedByValue;
+  auto type = kube::OptionalString(secret, "/type", object);
+  if (!type) {
+    return Fail(type.error());
+  }
+  pair.type = type->value_or("Opaque");
+  auto labels = kube::OptionalObject(secret, "/metadata/labels", object);
+  if (!labels) {
+    return Fail(labels.error());
+  }
+  if (*labels != nullptr) {
+    // The label's key holds a slash, which a pointer would split: looked up directly.
+    const auto managed_by = (*labels)->find(kManagedByLabel);
+    if (managed_by != (*labels)->end() && !managed_by->is_null()) {
+      if (!managed_by->is_string()) {
+        return Fail(ErrorCode::kBadResponse,
+                    object + ": metadata.labels[" + kManagedByLabel + "] is not a string");
+      }
+      pair.managed = *managed_by == kManagedByValue;
+    }
   }
   if (pair.type != kTlsSecretType) {
     pair.findings.push_back({FindingCode::kWrongType, object,
                              "type is \"" + pair.type + "\", expected \"" + kTlsSecretType + "\""});
+  }
+  auto data = kube::OptionalObject(secret, "/data", object);
+  if (!data) {
+    return Fail(data.error());
   }
   struct Key {
     const char* name;
@@ -46,18 +67,23 @@ SecretPair ReadSecretPair(const nlohmann::json& secret) {
       {"tls.key", &pair.source.key_pem, &pair.source.key_label},
       {"ca.key", &pair.source.ca_key_pem, &pair.source.ca_key_label},
   };
-  const nlohmann::json& data =
-      secret.contains("data") && secret["data"].is_object() ? secret["data"] : empty;
   for (const Key& key : keys) {
     *key.label = object + "[" + key.name + "]";
-    auto it = data.find(key.name);
-    if (it == data.end() || !it->is_string()) {
+    if (*data == nullptr) {
+      continue;
+    }
+    // Key names hold dots, never slashes, so they are plain pointer tokens.
+    auto value = kube::OptionalString(secret, "/data/" + std::string(key.name), object);
+    if (!value) {
+      return Fail(value.error());
+    }
+    if (!*value) {
       continue;
     }
     // The API server only stores valid base64; should it ever not be, the raw text goes to
     // validation, which reports the part as unparsable.
-    auto decoded = Base64Decode(it->get<std::string>());
-    *key.content = decoded ? std::move(*decoded) : it->get<std::string>();
+    auto decoded = Base64Decode(**value);
+    *key.content = decoded ? std::move(*decoded) : std::move(**value);
   }
   return pair;
 }

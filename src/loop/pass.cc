@@ -75,7 +75,11 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
     report.not_ready = "waiting for the leader to create " + object;
     return report;
   }
-  controller::SecretPair pair = controller::ReadSecretPair(**stored);
+  auto read = controller::ReadSecretPair(**stored);
+  if (!read) {
+    return Fail(read.error());
+  }
+  controller::SecretPair& pair = *read;
   controller::CheckReport check;
   check.source = object;
   check.validation = pki::Validate(pair.source, controller::PolicyFor(config.secret), clock.Now());

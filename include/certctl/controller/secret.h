@@ -8,6 +8,7 @@
 
 #include "certctl/pki/validate.h"
 #include "certctl/util/finding.h"
+#include "certctl/util/result.h"
 
 namespace certctl::controller {
 
@@ -26,8 +27,12 @@ struct SecretPair {
   std::vector<Finding> findings;  // wrong-type
 };
 
-// Reads the four keys of a Secret object. Keys that are absent stay absent (validation
-// reports them as missing); a type other than kubernetes.io/tls is a wrong-type finding.
-SecretPair ReadSecretPair(const nlohmann::json& secret);
+// Reads the four keys of a Secret object. Keys that are absent (or null) stay absent
+// (validation reports them as missing); a type other than kubernetes.io/tls is a wrong-type
+// finding. The object is the server's answer, so a field of the wrong JSON type (data that is
+// not an object, a key's value that is not a string, a label, the type, the name or the
+// resourceVersion that is not a string) is a kBadResponse error naming the Secret and the
+// field: never read as "no data", which would make certctl replace a good CA.
+Result<SecretPair> ReadSecretPair(const nlohmann::json& secret);
 
 }  // namespace certctl::controller

@@ -79,13 +79,19 @@ auto IsFinding(FindingCode code, const std::string& object) {
   return AllOf(Field(&Finding::code, code), Field(&Finding::object, object));
 }
 
+SecretPair MustRead(const Json& secret) {
+  auto pair = ReadSecretPair(secret);
+  EXPECT_TRUE(pair) << pair.error().message();
+  return pair ? std::move(*pair) : SecretPair{};
+}
+
 TEST(ReadSecretPair, NamesTheSecretLikeKubectl) {
   EXPECT_EQ(SecretObjectName("ns", "webhook-server-cert"), "secret/ns/webhook-server-cert");
 }
 
 TEST(ReadSecretPair, DecodesTheFourKeysIntoAValidPair) {
   const Pem& pem = SharedPair();
-  const SecretPair pair = ReadSecretPair(SecretObject(EncodedData(pem)));
+  const SecretPair pair = MustRead(SecretObject(EncodedData(pem)));
   EXPECT_EQ(pair.type, "kubernetes.io/tls");
   EXPECT_THAT(pair.findings, IsEmpty());
   EXPECT_EQ(pair.source.ca_pem, pem.ca_crt);
@@ -96,7 +102,7 @@ TEST(ReadSecretPair, DecodesTheFourKeysIntoAValidPair) {
 }
 
 TEST(ReadSecretPair, LabelsEveryPartWithSecretAndKey) {
-  const SecretPair pair = ReadSecretPair(SecretObject(Json::object()));
+  const SecretPair pair = MustRead(SecretObject(Json::object()));
   EXPECT_EQ(pair.source.ca_label, "secret/ns/webhook-server-cert[ca.crt]");
   EXPECT_EQ(pair.source.ca_key_label, "secret/ns/webhook-server-cert[ca.key]");
   EXPECT_EQ(pair.source.cert_label, "secret/ns/webhook-server-cert[tls.crt]");
@@ -105,21 +111,21 @@ TEST(ReadSecretPair, LabelsEveryPartWithSecretAndKey) {
 
 TEST(ReadSecretPair, DetectsTheManagedByLabel) {
   const Json data = EncodedData(SharedPair());
-  EXPECT_TRUE(ReadSecretPair(
-                  SecretObject(data, kTlsSecretType,
-                               {{"app.kubernetes.io/managed-by", "certctl"}, {"app", "webhook"}}))
-                  .managed);
-  EXPECT_FALSE(ReadSecretPair(SecretObject(data, kTlsSecretType,
-                                           {{"app.kubernetes.io/managed-by", "cert-manager"}}))
+  EXPECT_TRUE(
+      MustRead(SecretObject(data, kTlsSecretType,
+                            {{"app.kubernetes.io/managed-by", "certctl"}, {"app", "webhook"}}))
+          .managed);
+  EXPECT_FALSE(MustRead(SecretObject(data, kTlsSecretType,
+                                     {{"app.kubernetes.io/managed-by", "cert-manager"}}))
                    .managed);
-  EXPECT_FALSE(ReadSecretPair(SecretObject(data, kTlsSecretType, {{"app", "certctl"}})).managed);
+  EXPECT_FALSE(MustRead(SecretObject(data, kTlsSecretType, {{"app", "certctl"}})).managed);
   Json unlabelled = SecretObject(data);
   unlabelled["metadata"].erase("labels");
-  EXPECT_FALSE(ReadSecretPair(unlabelled).managed);
+  EXPECT_FALSE(MustRead(unlabelled).managed);
 }
 
 TEST(ReadSecretPair, OpaqueSecretIsAWrongTypeFinding) {
-  const SecretPair pair = ReadSecretPair(SecretObject(EncodedData(SharedPair()), "Opaque"));
+  const SecretPair pair = MustRead(SecretObject(EncodedData(SharedPair()), "Opaque"));
   EXPECT_EQ(pair.type, "Opaque");
   ASSERT_EQ(pair.findings.size(), 1u);
   EXPECT_EQ(pair.findings[0].code, FindingCode::kWrongType);
@@ -133,7 +139,7 @@ TEST(ReadSecretPair, OpaqueSecretIsAWrongTypeFinding) {
 TEST(ReadSecretPair, SecretWithoutTypeIsOpaque) {
   Json secret = SecretObject(EncodedData(SharedPair()));
   secret.erase("type");
-  const SecretPair pair = ReadSecretPair(secret);
+  const SecretPair pair = MustRead(secret);
   EXPECT_EQ(pair.type, "Opaque");
   EXPECT_THAT(pair.findings,
               Contains(IsFinding(FindingCode::kWrongType, "secret/ns/webhook-server-cert")));
@@ -141,7 +147,7 @@ TEST(ReadSecretPair, SecretWithoutTypeIsOpaque) {
 
 TEST(ReadSecretPair, MissingKeysStayAbsentAndValidationNamesThem) {
   const Pem& pem = SharedPair();
-  const SecretPair pair = ReadSecretPair(SecretObject({{"tls.crt", Base64Encode(pem.tls_crt)}}));
+  const SecretPair pair = MustRead(SecretObject({{"tls.crt", Base64Encode(pem.tls_crt)}}));
   EXPECT_EQ(pair.source.cert_pem, pem.tls_crt);
   EXPECT_FALSE(pair.source.ca_pem.has_value());
   EXPECT_FALSE(pair.source.key_pem.has_value());
@@ -157,16 +163,15 @@ TEST(ReadSecretPair, MissingKeysStayAbsentAndValidationNamesThem) {
 TEST(ReadSecretPair, SecretWithoutDataHasNoParts) {
   Json secret = SecretObject(Json::object());
   secret.erase("data");
-  const SecretPair pair = ReadSecretPair(secret);
+  const SecretPair pair = MustRead(secret);
   EXPECT_FALSE(pair.source.ca_pem.has_value());
   EXPECT_FALSE(pair.source.cert_pem.has_value());
   EXPECT_FALSE(pair.source.key_pem.has_value());
   EXPECT_FALSE(pair.source.ca_key_pem.has_value());
 }
 
-TEST(ReadSecretPair, NonStringValueStaysAbsent) {
-  const SecretPair pair = ReadSecretPair(SecretObject({{"tls.crt", 42}, {"tls.key", nullptr}}));
-  EXPECT_FALSE(pair.source.cert_pem.has_value());
+TEST(ReadSecretPair, NullValueStaysAbsent) {
+  const SecretPair pair = MustRead(SecretObject({{"tls.key", nullptr}}));
   EXPECT_FALSE(pair.source.key_pem.has_value());
 }
 
@@ -174,33 +179,55 @@ TEST(ReadSecretPair, NonBase64DataGoesToValidationAsUnparsable) {
   const Pem& pem = SharedPair();
   Json data = EncodedData(pem);
   data["tls.crt"] = "this is not base64!";
-  const SecretPair pair = ReadSecretPair(SecretObject(data));
+  const SecretPair pair = MustRead(SecretObject(data));
   EXPECT_EQ(pair.source.cert_pem, "this is not base64!");
   EXPECT_THAT(Findings(pair.source), Contains(IsFinding(FindingCode::kUnparsable,
                                                         "secret/ns/webhook-server-cert[tls.crt]")));
 }
 
 TEST(ReadSecretPair, EmptyValueIsPresentButEmpty) {
-  const SecretPair pair = ReadSecretPair(SecretObject({{"ca.key", ""}}));
+  const SecretPair pair = MustRead(SecretObject({{"ca.key", ""}}));
   EXPECT_EQ(pair.source.ca_key_pem, "");
 }
 
-// Whatever an API server or emulator sends, reading never throws.
-TEST(ReadSecretPair, MalformedFieldsDoNotThrow) {
-  const Json cases[] = {
-      Json::array(),
-      Json("secret"),
-      Json{{"metadata", nullptr}, {"type", nullptr}, {"data", nullptr}},
-      Json{{"metadata", {{"name", 7}, {"namespace", nullptr}, {"labels", {{kManagedByLabel, 1}}}}},
-           {"type", 3}},
-      Json{{"metadata", {{"labels", "app=certctl"}}}, {"data", Json::array()}},
+// Whatever an API server sends, reading never throws, and a field of the wrong type is an
+// error naming it: read as "no data", it once made the job replace a good CA.
+TEST(ReadSecretPair, FieldsOfTheWrongTypeAreErrorsNamingTheField) {
+  const Pem& pem = SharedPair();
+  const auto with = [&](const std::string& pointer, const Json& value) {
+    Json secret = SecretObject(EncodedData(pem));
+    secret[Json::json_pointer(pointer)] = value;
+    return secret;
   };
-  for (const Json& secret : cases) {
-    SecretPair pair;
+  const std::pair<Json, std::string> cases[] = {
+      {Json::array(), "not an object"},
+      {Json("secret"), "not an object"},
+      {with("/data", Json::array({"ca.crt", "tls.crt"})), "data is an array, not an object"},
+      {with("/data", "text"), "data is a string, not an object"},
+      {with("/data/tls.crt", 42), "data.tls.crt is a number, not a string"},
+      {with("/data/ca.crt", Json::object()), "data.ca.crt is an object, not a string"},
+      {with("/metadata/resourceVersion", Json{{"rv", "1001"}}),
+       "metadata.resourceVersion is an object, not a string"},
+      {with("/metadata/name", 7), "metadata.name is a number, not a string"},
+      {with("/metadata/labels", Json::array()), "metadata.labels is an array, not an object"},
+      {with("/metadata/labels", Json{{kManagedByLabel, 1}}),
+       "metadata.labels[app.kubernetes.io/managed-by] is not a string"},
+      {with("/type", 5), "type is a number, not a string"},
+  };
+  for (const auto& [secret, message] : cases) {
+    Result<SecretPair> pair = SecretPair{};
     EXPECT_NO_THROW(pair = ReadSecretPair(secret)) << secret.dump();
-    EXPECT_FALSE(pair.managed) << secret.dump();
-    EXPECT_FALSE(pair.source.cert_pem.has_value()) << secret.dump();
+    ASSERT_FALSE(pair) << secret.dump();
+    EXPECT_EQ(pair.error().code(), ErrorCode::kBadResponse);
+    EXPECT_THAT(pair.error().message(), HasSubstr(message)) << secret.dump();
   }
+  // Null fields are absent, as the API server treats them.
+  Json nulls = SecretObject(EncodedData(pem));
+  nulls["metadata"]["labels"] = nullptr;
+  nulls["type"] = nullptr;
+  const SecretPair pair = MustRead(nulls);
+  EXPECT_FALSE(pair.managed);
+  EXPECT_EQ(pair.type, "Opaque");
 }
 
 }  // namespace
