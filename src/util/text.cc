@@ -46,9 +46,20 @@ bool IsControlOrSpace(std::string_view character) {
   if (character.size() == 1) {
     return first <= 0x20 || first == 0x7f;
   }
-  // U+0080..U+009F (C1 controls) and U+00A0 (no-break space).
   const auto second = static_cast<unsigned char>(character[1]);
-  return character.size() == 2 && first == 0xc2 && second <= 0xa0;
+  if (character.size() == 2) {
+    // U+0080..U+009F (C1 controls) and U+00A0 (no-break space).
+    return first == 0xc2 && second <= 0xa0;
+  }
+  if (character.size() == 3 && first == 0xe2) {
+    // Bidirectional controls, which reorder what a terminal shows: U+200E, U+200F,
+    // U+202A..U+202E and U+2066..U+2069; and the line and paragraph separators.
+    const auto third = static_cast<unsigned char>(character[2]);
+    return (second == 0x80 &&
+            (third == 0x8e || third == 0x8f || (third >= 0xa8 && third <= 0xae))) ||
+           (second == 0x81 && third >= 0xa6 && third <= 0xa9);
+  }
+  return false;
 }
 
 }  // namespace

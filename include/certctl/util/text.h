@@ -7,7 +7,8 @@
 namespace certctl {
 
 // `text` made safe to print on one log or terminal line: runs of white space and control
-// characters (C0, DEL and the C1 range, which terminals may read as escape sequences) become
+// characters (C0, DEL and the C1 range, which terminals may read as escape sequences, the
+// Unicode line separators and the bidirectional controls that reorder what is shown) become
 // one space, bytes that are not UTF-8 become '?', and the result is clipped to at most
 // `max_bytes` (on a character boundary, then "...").
 std::string OneLine(std::string_view text, std::size_t max_bytes);

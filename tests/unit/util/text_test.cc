@@ -25,6 +25,19 @@ TEST(OneLine, ControlCharactersAndNewlinesBecomeOneSpace) {
             "a 31m b c");
 }
 
+TEST(OneLine, BidirectionalControlsAndLineSeparatorsAreSpaces) {
+  // U+202E would show "txt.exe" as "exe.txt"; U+2028 is a line break to some viewers.
+  EXPECT_EQ(OneLine("file\xe2\x80\xaetxt.exe", 100), "file txt.exe");
+  EXPECT_EQ(OneLine("a\xe2\x81\xa6"
+                    "b\xe2\x80\x8f"
+                    "c\xe2\x80\xa8"
+                    "d",
+                    100),
+            "a b c d");
+  // Other three-byte characters are kept.
+  EXPECT_EQ(OneLine("\xe2\x80\x94 \xe2\x82\xac", 100), "\xe2\x80\x94 \xe2\x82\xac");
+}
+
 TEST(OneLine, LeadingAndTrailingSpaceIsDropped) {
   EXPECT_EQ(OneLine("\n\n  message \n", 100), "message");
 }
