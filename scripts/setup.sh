@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   hyperfine strace
-  python3 python3-pytest python3-kubernetes python3-yaml
+  python3 python3-pytest python3-kubernetes python3-yaml python3-prometheus-client
 )
 
 missing=()
