@@ -38,7 +38,7 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
 
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
                                  const Environment& env, const Clock& clock,
-                                 kube::RetryOptions retry) {
+                                 kube::ClientOptions client_options) {
   kube::ConfigOptions options;
   options.kubeconfig = flags.kubeconfig;
   options.context = flags.context;
@@ -50,12 +50,10 @@ Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string
   if (!transport) {
     return Fail(transport.error().Wrap("connect to " + config->server));
   }
-  kube::ClientOptions client_options;
   client_options.request_timeout = flags.request_timeout;
-  if (!retry.on_retry) {
-    retry.on_retry = [](const std::string& message) { spdlog::info("{}", message); };
+  if (!client_options.retry.on_retry) {
+    client_options.retry.on_retry = [](const std::string& message) { spdlog::info("{}", message); };
   }
-  client_options.retry = std::move(retry);
   client_options.user_agent = "certctl/" + std::string(Version());
   auto client = kube::MakeRestClient(*config, std::move(*transport), client_options, clock);
   if (!client) {

@@ -33,11 +33,12 @@ struct Cluster {
   std::string description;  // where the configuration came from, for messages
 };
 
-// Loads the configuration (in-cluster or kubeconfig) and builds the REST client, which rides
-// out transient API failures as `retry` says (each wait logged at info). Fails with a message
-// naming the file or variable at fault.
+// Loads the configuration (in-cluster or kubeconfig) and builds the REST client with
+// `client_options` (its request timeout and user agent come from the flags and the version;
+// transient API failures are ridden out as its retry options say, each wait logged at info
+// unless they name another sink). Fails with a message naming the file or variable at fault.
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
                                  const Environment& env, const Clock& clock,
-                                 kube::RetryOptions retry = {});
+                                 kube::ClientOptions client_options = {});
 
 }  // namespace certctl::cli

@@ -93,11 +93,11 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   // 429, timeouts, resets) both end --wait-for-targets after the start, so a hook can neither
   // hang a `helm upgrade` nor fail it over a blip.
   const TimePoint deadline = SaturatingAdd(clock.Now(), options.wait_for_targets);
-  kube::RetryOptions retry;
-  retry.max_retries = -1;
-  retry.deadline = deadline;
+  kube::ClientOptions client_options;
+  client_options.retry.max_retries = -1;
+  client_options.retry.deadline = deadline;
   auto cluster = ConnectToCluster(options.connection, options.secret.identity.namespace_name, env,
-                                  clock, std::move(retry));
+                                  clock, std::move(client_options));
   if (!cluster) {
     return Failed(cluster.error().message());
   }

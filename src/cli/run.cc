@@ -218,12 +218,17 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
     metrics_address = *parsed;
   }
 
+  metrics::Registry registry;
+  loop::SidecarMetrics sidecar_metrics(registry);
   // Each call gives up soon; the loop retries the whole pass with its own backoff, forever.
-  kube::RetryOptions retry;
-  retry.max_retries = 2;
-  retry.on_retry = [](const std::string& message) { spdlog::debug("{}", message); };
+  kube::ClientOptions client_options;
+  client_options.retry.max_retries = 2;
+  client_options.retry.on_retry = [](const std::string& message) { spdlog::debug("{}", message); };
+  client_options.on_response = [&sidecar_metrics](const std::string& method, int status) {
+    sidecar_metrics.api_requests.Add({method, status == 0 ? "error" : std::to_string(status)});
+  };
   auto cluster = ConnectToCluster(options.connection, options.secret.identity.namespace_name, env,
-                                  clock, std::move(retry));
+                                  clock, std::move(client_options));
   if (!cluster) {
     std::cerr << "certctl run: " << cluster.error().message() << "\n";
     return kExitFailed;
@@ -245,8 +250,6 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
         options.identity.empty() ? DefaultIdentity(env) : options.identity};
   }
 
-  metrics::Registry registry;
-  loop::SidecarMetrics sidecar_metrics(registry);
   loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);
 
   // One server when both addresses are the same.

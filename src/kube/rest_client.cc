@@ -524,6 +524,9 @@ class RestClient final : public Client {
         attempt.headers.emplace_back("Authorization", "Bearer " + *token);
       }
       auto response = send(attempt);
+      if (options_.on_response) {
+        options_.on_response(attempt.method, response ? response->status : 0);
+      }
       std::string problem;
       std::optional<std::chrono::seconds> asked;
       if (!response) {

@@ -67,7 +67,11 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
       leader(registry.Gauge("certctl_leader",
                             "1 while this replica may write (it leads, or no election)")),
       last_success(registry.Gauge("certctl_last_successful_reconcile_timestamp_seconds",
-                                  "When the last pass that ended ready finished, unix seconds.")) {}
+                                  "When the last pass that ended ready finished, unix seconds.")),
+      api_requests(registry.Counter("certctl_api_requests_total",
+                                    "Requests to the Kubernetes API by method and status code "
+                                    "(error: no response), retries included.",
+                                    {"method", "code"})) {}
 
 Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
                  SidecarMetrics& metrics, LogSink log)

@@ -45,6 +45,7 @@ struct SidecarMetrics {
   metrics::Family& ready;
   metrics::Family& leader;
   metrics::Family& last_success;  // unix seconds of the last pass that ended ready
+  metrics::Family& api_requests;  // {method, code}: "error" when no response came
 };
 
 // The sidecar controller: watches the Secret and every target, runs one reconcile pass at

@@ -370,6 +370,23 @@ TEST_F(RestClientTest, UnguardedWritesAreRetriedOnlyAfterA429) {
   EXPECT_EQ(sleeps().size(), 1u);
 }
 
+TEST_F(RestClientTest, EveryExchangeIsReportedRetriesIncluded) {
+  std::vector<std::pair<std::string, int>> exchanges;
+  options_.on_response = [&](const std::string& method, int status) {
+    exchanges.emplace_back(method, status);
+  };
+  server_.Script("GET", kSecretPath,
+                 {FakeReply::Failure("Connection reset by peer"),
+                  FakeReply::Status(503, "ServiceUnavailable", "busy"),
+                  FakeReply::Json(200, Secret("webhook-server-cert"))});
+  server_.Script("DELETE", kSecretPath, {FakeReply::Status(403, "Forbidden", "no")});
+  auto client = NewClient();
+  ASSERT_TRUE(client->Get(kSecrets, "infra", "webhook-server-cert"));
+  EXPECT_FALSE(client->Delete(kSecrets, "infra", "webhook-server-cert"));
+  EXPECT_EQ(exchanges, (std::vector<std::pair<std::string, int>>{
+                           {"GET", 0}, {"GET", 503}, {"GET", 200}, {"DELETE", 403}}));
+}
+
 TEST_F(RestClientTest, GuardedWritesRideOutTransientFailures) {
   server_.Script("POST", kSecretsPath,
                  {FakeReply::Status(503, "ServiceUnavailable", "busy"),
