@@ -189,9 +189,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
                     "keeps its own folder and readiness");
   command->add_option("--lease-name", options.lease_name,
                       "Name of the Lease (default: <secret>-certctl)");
-  command->add_option("--identity", options.identity,
-                      "This replica's name in the Lease (default: $POD_NAME or the hostname, "
-                      "plus _ and a random suffix)");
+  command->add_option(
+      "--identity", options.identity,
+      "This replica's name in the Lease and in Events (default: $POD_NAME or the hostname, "
+      "plus _ and a random suffix)");
   return command;
 }
 
@@ -244,10 +245,12 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   config.pass.cert_dir = options.cert_dir;
   config.resync = options.resync;
   config.ready_file = options.ready_file;
+  const std::string identity = options.identity.empty() ? DefaultIdentity(env) : options.identity;
+  config.instance = identity;
   if (options.leader_elect) {
     config.election = leader::ElectionConfig{
         cluster->ns, options.lease_name.empty() ? spec->name + "-certctl" : options.lease_name,
-        options.identity.empty() ? DefaultIdentity(env) : options.identity};
+        identity};
   }
 
   loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);

@@ -1,6 +1,7 @@
 #include "certctl/controller/ensure_secret.h"
 
 #include "certctl/controller/secret.h"
+#include "certctl/kube/object.h"
 #include "certctl/pki/certificate.h"
 #include "certctl/pki/key.h"
 #include "certctl/util/base64.h"
@@ -188,6 +189,16 @@ pki::ValidationPolicy PolicyFor(const SecretSpec& spec) {
   return policy;
 }
 
+namespace {
+
+// For Events only: a uid of the wrong type just goes unused.
+std::string ObjectUid(const Json& object) {
+  auto uid = kube::OptionalString(object, "/metadata/uid", "secret");
+  return uid && *uid ? **uid : "";
+}
+
+}  // namespace
+
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                                    const Clock& clock) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
@@ -215,6 +226,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .ca_bundle = issued->ca_crt,
                              .tls_crt = issued->tls_crt,
                              .tls_key = issued->tls_key,
+                             .uid = ObjectUid(*created),
                              .reason = "it did not exist",
                              .validation = std::move(*validation)};
       }
@@ -255,12 +267,14 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .ca_bundle = *pair.source.ca_pem,
                            .tls_crt = *pair.source.cert_pem,
                            .tls_key = *pair.source.key_pem,
+                           .uid = ObjectUid(secret),
                            .reason = "",
                            .validation = std::move(validation)};
     }
 
     SecretOutcome outcome;
     outcome.managed = true;
+    outcome.uid = ObjectUid(secret);
     // What is stored stays served unless a new pair replaces it below.
     outcome.tls_crt = pair.source.cert_pem.value_or("");
     outcome.tls_key = pair.source.key_pem.value_or("");
@@ -315,6 +329,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     MarkManaged(secret);
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
     if (updated) {
+      outcome.uid = ObjectUid(*updated);
       return outcome;
     }
     if (updated.error().code() == ErrorCode::kConflict) {

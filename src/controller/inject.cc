@@ -4,6 +4,7 @@
 
 #include "certctl/controller/targets.h"
 #include "certctl/inject/patch.h"
+#include "certctl/kube/object.h"
 #include "certctl/util/duration.h"
 
 namespace certctl::controller {
@@ -96,6 +97,14 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
   }
   for (TargetObject& target : targets->found) {
     const std::string object = TargetObjectName(target.kind, target.name);
+    const kube::ResourceType& type = ResourceFor(target.kind);
+    ObjectReference reference{type.group.empty()
+                                  ? std::string(type.version)
+                                  : std::string(type.group) + "/" + std::string(type.version),
+                              std::string(type.kind), "", target.name,
+                              kube::OptionalString(target.object, "/metadata/uid", object)
+                                  .value_or(std::nullopt)
+                                  .value_or("")};
     auto changed = InjectInto(client, std::move(target), bundle_pem);
     if (!changed) {
       return Fail(changed.error());
@@ -104,6 +113,7 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
       ++outcome.patched_objects;
       outcome.patched_slots += *changed;
       outcome.patched.push_back(object);
+      outcome.patched_references.push_back(std::move(reference));
     }
   }
   return outcome;

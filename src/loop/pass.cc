@@ -41,6 +41,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   }
   report.secret_action = secret->action;
   report.secret_reason = secret->reason;
+  report.secret_uid = secret->uid;
   RecordExpiry(secret->validation, report);
   if (auto published =
           PublishFolder(config, secret->tls_crt, secret->tls_key, secret->ca_bundle, clock, report);
@@ -59,6 +60,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
     return Fail(injected.error());
   }
   report.patched = injected->patched;
+  report.patched_references = injected->patched_references;
   report.ready = true;
   return report;
 }

@@ -8,6 +8,7 @@
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
 #include "certctl/kube/list_watch.h"
+#include "certctl/loop/events.h"
 
 namespace certctl::loop {
 namespace {
@@ -306,10 +307,51 @@ void Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (report->folder_written) {
     log_(LogLevel::kInfo, "wrote a new set to " + config_.pass.cert_dir.string());
   }
+  if (role == Role::kLeader) {
+    RecordWrites(*report);
+  }
   if (report->ready) {
     metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
   }
   SetReadiness(report->ready, report->not_ready);
+}
+
+void Sidecar::RecordWrites(const PassReport& report) {
+  const auto& secret = config_.pass.secret;
+  const std::string secret_object = controller::SecretObjectName(secret.ns, secret.name);
+  const controller::ObjectReference secret_reference{"v1", "Secret", secret.ns, secret.name,
+                                                     report.secret_uid};
+  const std::string why = report.secret_reason.empty() ? "" : ": " + report.secret_reason;
+  std::vector<kube::Json> events;
+  const auto about_secret = [&](std::string_view reason, const std::string& message) {
+    events.push_back(MakeEvent(secret_reference, reason, message, config_.instance, clock_.Now()));
+  };
+  switch (report.secret_action) {
+    case controller::SecretAction::kNone:
+      break;
+    case controller::SecretAction::kCreated:
+      about_secret("Created", "created with a new CA and server certificate");
+      break;
+    case controller::SecretAction::kLeafReissued:
+      about_secret("LeafReissued", "re-issued the server certificate" + why);
+      break;
+    case controller::SecretAction::kCaReplaced:
+      about_secret("CAReplaced", "replaced the CA and the server certificate" + why);
+      break;
+    case controller::SecretAction::kAdopted:
+      about_secret("Adopted", "now managed by certctl");
+      break;
+  }
+  for (const controller::ObjectReference& target : report.patched_references) {
+    events.push_back(MakeEvent(target, "CABundleInjected",
+                               "injected the CA bundle of " + secret_object, config_.instance,
+                               clock_.Now()));
+  }
+  for (const kube::Json& event : events) {
+    if (auto recorded = RecordEvent(client_, event); !recorded) {
+      WarnRateLimited("events", recorded.error().message());
+    }
+  }
 }
 
 void Sidecar::Run() {

@@ -42,7 +42,8 @@ struct SecretOutcome {
   std::string ca_bundle;  // ca.crt as stored: what targets must trust
   std::string tls_crt;    // the leaf and its key as stored: what the server serves
   std::string tls_key;
-  std::string reason;                // why it was (re)written, for the log; empty for kNone
+  std::string uid;     // the Secret's metadata.uid as stored (for Events); empty when unknown
+  std::string reason;  // why it was (re)written, for the log; empty for kNone
   pki::ValidationReport validation;  // of the content now stored
 };
 

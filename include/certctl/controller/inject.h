@@ -20,12 +20,22 @@ struct InjectOptions {
   std::chrono::milliseconds poll_interval{1000};
 };
 
+// An object certctl wrote, named the way an Event's involvedObject names it.
+struct ObjectReference {
+  std::string api_version;  // "admissionregistration.k8s.io/v1"
+  std::string kind;         // "ValidatingWebhookConfiguration"
+  std::string ns;           // empty for cluster-scoped objects
+  std::string name;
+  std::string uid;  // empty when the server sent none
+};
+
 struct InjectOutcome {
-  int objects = 0;                   // target objects seen
-  int slots = 0;                     // caBundle fields in them
-  int patched_objects = 0;           // objects written
-  int patched_slots = 0;             // caBundle fields changed
-  std::vector<std::string> patched;  // "validatingwebhookconfiguration/x", ...
+  int objects = 0;                                  // target objects seen
+  int slots = 0;                                    // caBundle fields in them
+  int patched_objects = 0;                          // objects written
+  int patched_slots = 0;                            // caBundle fields changed
+  std::vector<std::string> patched;                 // "validatingwebhookconfiguration/x", ...
+  std::vector<ObjectReference> patched_references;  // the same objects, for Events
 };
 
 // Puts `bundle_pem` into every caBundle of every selected target, writing only objects whose

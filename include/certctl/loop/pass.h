@@ -7,6 +7,7 @@
 
 #include "certctl/controller/check.h"
 #include "certctl/controller/ensure_secret.h"
+#include "certctl/controller/inject.h"
 #include "certctl/kube/client.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/result.h"
@@ -30,10 +31,12 @@ struct PassReport {
   bool ready = false;
   std::string not_ready;  // why not, on one line; empty when ready
   controller::SecretAction secret_action = controller::SecretAction::kNone;
-  std::string secret_reason;              // why the Secret was written
-  bool folder_written = false;            // the folder got a new set
-  std::vector<std::string> patched;       // targets whose caBundle was repaired
-  std::optional<TimePoint> ca_not_after;  // of the CA that issued the leaf
+  std::string secret_reason;         // why the Secret was written
+  std::string secret_uid;            // for Events about it
+  bool folder_written = false;       // the folder got a new set
+  std::vector<std::string> patched;  // targets whose caBundle was repaired
+  std::vector<controller::ObjectReference> patched_references;  // the same, for Events
+  std::optional<TimePoint> ca_not_after;                        // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;
 };
 

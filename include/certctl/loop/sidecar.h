@@ -32,6 +32,7 @@ struct SidecarConfig {
   std::optional<leader::ElectionConfig> election;  // none: this replica always writes
   std::filesystem::path ready_file;                // created while ready; empty: none
   std::chrono::seconds watch_timeout{300};         // each watch request (timeoutSeconds)
+  std::string instance = "certctl";                // this replica, as Events name their reporter
 };
 
 // The series `run` exposes on /metrics.
@@ -85,6 +86,8 @@ class Sidecar {
   void WatchLoop(const WatchSpec& spec);
   void ElectionLoop();
   void RunPass(const std::set<std::string>& reasons);
+  // An Event for every write the pass made, so `kubectl describe` tells what certctl did.
+  void RecordWrites(const PassReport& report);
   void SetReadiness(bool ready, const std::string& reason);
   // Sleeps up to `duration`; true when stopped meanwhile.
   bool SleepUnlessStopped(std::chrono::milliseconds duration);

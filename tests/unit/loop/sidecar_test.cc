@@ -94,6 +94,8 @@ TEST(Sidecar, ColdStartEndsReadyWithFolderBundleAndMetrics) {
   EXPECT_TRUE(certdir::ReadServingFiles(dir / "tls").value().has_value());
   EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kSecrets), 1);
   EXPECT_EQ(api.CountOf(Verb::kPatch, kube::kValidatingWebhookConfigurations), 1);
+  // An Event for each write: the Secret created, the bundle injected.
+  EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 2);
   EXPECT_EQ(running.metrics().ready.Value({}), 1);
   EXPECT_EQ(running.metrics().leader.Value({}), 1);
   EXPECT_EQ(running.metrics().writes.Value({"secret"}), 1);
@@ -122,6 +124,7 @@ TEST(Sidecar, AFollowerWritesNothingAndSaysWhoItWaitsFor) {
   }));
   EXPECT_THAT(*running.sidecar().NotReady(), HasSubstr("secret/infra/webhook-server-cert"));
   EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kSecrets), 0);
+  EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 0);
   EXPECT_EQ(running.metrics().leader.Value({}), 0);
 }
 
