@@ -1,9 +1,9 @@
 #include "certctl/endpoints/server.h"
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <atomic>
 #include <thread>
 
 #include <httplib.h>
