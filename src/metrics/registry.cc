@@ -20,14 +20,16 @@ std::string_view TypeName(Family::Type type) {
   return "untyped";
 }
 
-// HELP text escapes backslash and newline only.
-std::string EscapeHelp(std::string_view help) {
+// The text format escapes backslash and newline, and in label values the double quote too.
+std::string Escape(std::string_view text, bool quotes) {
   std::string escaped;
-  for (const char c : help) {
+  for (const char c : text) {
     if (c == '\\') {
       escaped += "\\\\";
     } else if (c == '\n') {
       escaped += "\\n";
+    } else if (c == '"' && quotes) {
+      escaped += "\\\"";
     } else {
       escaped += c;
     }
@@ -81,21 +83,7 @@ std::string FormatValue(double value) {
   return std::string(buffer, result.ptr);
 }
 
-std::string EscapeLabelValue(std::string_view value) {
-  std::string escaped;
-  for (const char c : value) {
-    if (c == '\\') {
-      escaped += "\\\\";
-    } else if (c == '"') {
-      escaped += "\\\"";
-    } else if (c == '\n') {
-      escaped += "\\n";
-    } else {
-      escaped += c;
-    }
-  }
-  return escaped;
-}
+std::string EscapeLabelValue(std::string_view value) { return Escape(value, /*quotes=*/true); }
 
 Family::Family(std::string name, std::string help, Type type, std::vector<std::string> label_names,
                std::vector<double> buckets)
@@ -154,7 +142,7 @@ double Family::Value(const LabelValues& labels) const {
 
 void Family::Render(std::string& out) const {
   const std::lock_guard lock(mutex_);
-  out += "# HELP " + name_ + " " + EscapeHelp(help_) + "\n";
+  out += "# HELP " + name_ + " " + Escape(help_, /*quotes=*/false) + "\n";
   out += "# TYPE " + name_ + " " + std::string(TypeName(type_)) + "\n";
   for (const auto& [labels, series] : series_) {
     if (type_ != Type::kHistogram) {
