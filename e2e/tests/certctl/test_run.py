@@ -1,0 +1,809 @@
+"""`certctl run`, the sidecar controller, against the emulator: cold start (Secret, certificate
+folder, caBundle, readiness, a real TLS handshake), repairs driven by watches, a deleted
+Secret, the steady state, SIGHUP, SIGTERM/SIGINT, leader election among three replicas and a
+takeover, an unavailable API, /metrics, and a target that appears late.
+
+Every wait polls (/readyz, the API or the request log, every 50 ms) under a generous bound;
+the few time limits the controller promises (a repair within 2 s, an exit within 5 s, a
+takeover within the lease duration) are measured and asserted on their own.
+"""
+
+import base64
+import copy
+import datetime
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.certctl import webhook_configuration
+
+NS = "infra"
+SECRET = "webhook-server-cert"
+LEASE = f"{SECRET}-certctl"
+VWC = "ValidatingWebhookConfiguration"
+USER = "system:serviceaccount:infra:certctl"
+HOST = f"hook.{NS}.svc"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+VWC_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/hook"
+SECRET_PATH = f"/api/v1/namespaces/{NS}/secrets/{SECRET}"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}"
+
+POLL = 0.05          # seconds between two looks
+BOUND = 20.0         # overall bound of a wait (a loaded 2-core machine)
+REPAIR_LIMIT = 2.0   # what the controller promises for a repair
+STOP_LIMIT = 5.0     # ... for SIGTERM/SIGINT to exit
+LEASE_DURATION = 15.0
+
+# Broad rules for the sidecar's service account: the chart's permission table has no
+# `sidecar` mode yet, and these tests are about behaviour, not RBAC. No delete anywhere.
+RULES = [
+    {"verbs": ["get", "list", "watch", "create", "update", "patch"], "apiGroups": [""],
+     "resources": ["secrets"], "namespaces": [NS]},
+    {"verbs": ["get", "list", "watch", "create", "update", "patch"],
+     "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "namespaces": [NS]},
+    # Events about cluster-scoped targets go to the default namespace.
+    {"verbs": ["create", "update", "patch"], "apiGroups": ["", "events.k8s.io"],
+     "resources": ["events"]},
+    {"verbs": ["get", "list", "watch", "update", "patch"],
+     "apiGroups": ["admissionregistration.k8s.io"],
+     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
+    {"verbs": ["get", "list", "watch", "update", "patch"], "apiGroups": ["apiextensions.k8s.io"],
+     "resources": ["customresourcedefinitions"]},
+    {"verbs": ["get", "list", "watch", "update", "patch"],
+     "apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"]},
+]
+SCRUBBED = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE",
+            "POD_NAME", "CERTCTL_SERVICEACCOUNT_DIR")
+
+
+# --- the process helper -------------------------------------------------------------------
+
+def free_ports(count):
+    """`count` distinct free loopback ports (all bound at once, then released)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class Sidecar:
+    """One `certctl run` process as a pod's sidecar: in-cluster configuration as `user`,
+    its own certificate folder, ready file, health and metrics ports, stderr in a file."""
+
+    def __init__(self, binary, cluster, workdir, name, user, args):
+        self.name = name
+        self.user = user
+        self.cert_dir = os.path.join(workdir, f"{name}-certs")
+        self.ready_file = os.path.join(workdir, f"{name}.ready")
+        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
+        self.stdout_path = os.path.join(workdir, f"{name}.stdout")
+        self.health_port, self.metrics_port = free_ports(2)
+        self.argv = [binary, "run", "--service", "hook", "-n", NS,
+                     "--cert-dir", self.cert_dir, "--ready-file", self.ready_file,
+                     "--health-addr", f"127.0.0.1:{self.health_port}",
+                     "--metrics-addr", f"127.0.0.1:{self.metrics_port}", *args]
+        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
+        env.update(cluster.in_cluster_env(user, NS))
+        self.env = env
+        self.proc = None
+        self.started_at = None
+
+    def start(self):
+        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=err, env=self.env)
+        self.started_at = time.time()
+        return self
+
+    def log(self):
+        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def describe(self):
+        code = self.proc.poll() if self.proc else None
+        return (f"--- certctl run {self.name} (exit {code}) stderr:\n{self.log()}"
+                f"--- /readyz: {self.readyz()}")
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def get(self, path, port=None):
+        """(status, body, headers) of GET path on the health port (or `port`);
+        (None, error, {}) when nothing answers."""
+        conn = http.client.HTTPConnection("127.0.0.1", port or self.health_port, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(errors="replace"), dict(resp.getheaders())
+        except OSError as e:
+            return None, f"{type(e).__name__}: {e}", {}
+        finally:
+            conn.close()
+
+    def readyz(self):
+        return self.get("/readyz")[:2]
+
+    def healthz(self):
+        return self.get("/healthz")[:2]
+
+    def metrics(self):
+        status, body, headers = self.get("/metrics", port=self.metrics_port)
+        assert status == 200, (status, body)
+        return body, headers
+
+    def send(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self, sig=signal.SIGTERM):
+        """Signal, wait up to 5 s, kill if still running; returns (exit code, seconds)."""
+        started = time.monotonic()
+        if self.alive():
+            self.proc.send_signal(sig)
+        self.reap()
+        return self.proc.returncode, time.monotonic() - started
+
+    def reap(self):
+        """Waits up to 5 s for the process to end, then kills it: nothing outlives a test."""
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(STOP_LIMIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(STOP_LIMIT)
+
+
+@pytest.fixture
+def sidecars(cluster, certctl_binary, tmp_path):
+    """start(name, *args, user=USER, targets=...) starts a `certctl run`; every process
+    started is stopped (SIGTERM, then SIGKILL after 5 s) when the test ends."""
+    started = []
+
+    def start(name="a", *args, user=USER, targets=("--validating-webhook", "hook")):
+        sidecar = Sidecar(certctl_binary, cluster, str(tmp_path), name, user,
+                          [*targets, *args])
+        started.append(sidecar)
+        return sidecar.start()
+
+    yield start
+    for sidecar in started:
+        if sidecar.alive():
+            sidecar.send(signal.SIGTERM)
+    for sidecar in started:
+        sidecar.reap()
+
+
+@pytest.fixture
+def infra(cluster):
+    """The namespace and the sidecar's service account; no target yet."""
+    cluster.kubectl("create", "namespace", NS)
+    cluster.add_user(USER, RULES)
+    return cluster
+
+
+def hook_manifest():
+    return webhook_configuration(VWC, "hook", ["a.hook.io", "b.hook.io"])
+
+
+@pytest.fixture
+def hook(infra):
+    """infra plus ValidatingWebhookConfiguration `hook` (two webhooks, no caBundle)."""
+    infra.kubectl("apply", "-f", "-", input=json.dumps(hook_manifest()))
+    return infra
+
+
+# --- polling and reading ------------------------------------------------------------------
+
+def wait_for(predicate, what, bound=BOUND, watch=()):
+    """Polls predicate every 50 ms until it returns a true value (returned); fails after
+    `bound` seconds, or at once when a sidecar in `watch` exits."""
+    deadline = time.monotonic() + bound
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for sidecar in watch:
+            if not sidecar.alive():
+                pytest.fail(f"certctl run exited while waiting for {what}\n{sidecar.describe()}")
+        if time.monotonic() > deadline:
+            details = "\n".join(s.describe() for s in watch)
+            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
+        time.sleep(POLL)
+
+
+def wait_ready(*sidecars, bound=BOUND):
+    for sidecar in sidecars:
+        wait_for(lambda: sidecar.readyz()[0] == 200, f"/readyz 200 from {sidecar.name}",
+                 bound=bound, watch=sidecars)
+
+
+def api_get(cluster, path):
+    """The object at path (admin, raw HTTPS: faster than kubectl for polling), or None."""
+    resp = cluster.api("GET", path)
+    if resp.status == 404:
+        return None
+    assert resp.status == 200, resp
+    return resp.json()
+
+
+def decode(value):
+    return base64.b64decode(value).decode()
+
+
+def secret_data(cluster):
+    secret = api_get(cluster, SECRET_PATH)
+    return None if secret is None else {k: decode(v) for k, v in secret["data"].items()}
+
+
+def bundles(cluster):
+    """caBundle of each webhook of VWC hook, decoded ('' when blank, None when absent)."""
+    vwc = api_get(cluster, VWC_PATH)
+    if vwc is None:
+        return None
+    return [decode(w["clientConfig"]["caBundle"]) if "caBundle" in w["clientConfig"] else None
+            for w in vwc["webhooks"]]
+
+
+def holds(cluster, ca):
+    return bundles(cluster) == [ca, ca]
+
+
+def folder(sidecar):
+    out = {}
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        try:
+            with open(os.path.join(sidecar.cert_dir, name), encoding="utf-8") as f:
+                out[name] = f.read()
+        except FileNotFoundError:
+            out[name] = None
+    return out
+
+
+def data_target(sidecar):
+    return os.readlink(os.path.join(sidecar.cert_dir, "..data"))
+
+
+def requests_by(cluster, user, verb=None, resource=None):
+    return [e for e in cluster.request_log()["requests"] if e["user"] == user
+            and (verb is None or e["verb"] == verb)
+            and (resource is None or e["resource"] == resource)]
+
+
+def writes_by(cluster, user):
+    return [(e["verb"], e["resource"], e["name"], e["code"])
+            for e in requests_by(cluster, user) if e["verb"] in WRITE_VERBS]
+
+
+def logged_at(entry):
+    """The emulator's time of a request-log entry (when it answered), in unix seconds."""
+    return datetime.datetime.strptime(entry["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def wait_quiet(cluster, user, quiet=1.0, bound=BOUND):
+    """Waits until `user` has sent no request for `quiet` seconds (the passes that follow
+    start-up have settled)."""
+    last, since = None, time.monotonic()
+    deadline = since + bound
+    while time.monotonic() < deadline:
+        count = len(requests_by(cluster, user))
+        if count != last:
+            last, since = count, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(POLL)
+    pytest.fail(f"{user} never went quiet for {quiet}s")
+
+
+def blank_bundle(cluster, index=0):
+    cluster.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
+                    json.dumps([{"op": "replace",
+                                 "path": f"/webhooks/{index}/clientConfig/caBundle",
+                                 "value": ""}]))
+
+
+def measure_repair(cluster, ca, user=USER, watch=()):
+    """After a write that broke a caBundle (the request log was reset just before it):
+    waits for the repair and returns (seconds from the breaking write to certctl's patch as
+    the emulator logged them, seconds from now until the repair was seen)."""
+    seen_from = time.monotonic()
+    wait_for(lambda: holds(cluster, ca), "the caBundle repaired", watch=watch)
+    seen = time.monotonic() - seen_from
+    log = cluster.request_log()["requests"]
+    broke = [e for e in log if e["user"] == "admin" and e["resource"] ==
+             "validatingwebhookconfigurations" and e["verb"] in WRITE_VERBS and e["code"] < 300]
+    assert broke, log
+    repairs = [e for e in log if e["user"] == user and e["verb"] == "patch" and e["code"] < 300
+               and e["resource"] == "validatingwebhookconfigurations"
+               and logged_at(e) >= logged_at(broke[-1])]
+    assert repairs, f"the caBundle came back without a patch by {user}: {log}"
+    logged = logged_at(repairs[0]) - logged_at(broke[-1])
+    print(f"repair: {logged:.3f}s between the writes, seen {seen:.3f}s after the command")
+    return logged, seen
+
+
+def without_bundles(vwc):
+    """The configuration minus caBundle and the metadata the server changes on a write."""
+    out = copy.deepcopy(vwc)
+    for webhook in out["webhooks"]:
+        webhook["clientConfig"].pop("caBundle", None)
+    for key in ("resourceVersion", "generation", "managedFields"):
+        out["metadata"].pop(key, None)
+    return out
+
+
+def contains(live, wanted, path="$"):
+    """Every field of `wanted` (a manifest) has its value in `live`; empty maps and lists
+    may be absent."""
+    if isinstance(wanted, dict):
+        assert isinstance(live, dict), (path, live)
+        for key, value in wanted.items():
+            if key not in live and value in ({}, []):
+                continue
+            assert key in live, f"{path}.{key} missing"
+            contains(live[key], value, f"{path}.{key}")
+    elif isinstance(wanted, list):
+        assert isinstance(live, list) and len(live) == len(wanted), (path, live)
+        for i, (a, b) in enumerate(zip(live, wanted)):
+            contains(a, b, f"{path}[{i}]")
+    else:
+        assert live == wanted, (path, live, wanted)
+
+
+def openssl_not_after(pem):
+    out = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=pem,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    text = " ".join(out.split("=", 1)[1].split())  # "Nov 25 02:56:51 2036 GMT"
+    return datetime.datetime.strptime(text, "%b %d %H:%M:%S %Y GMT").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def samples(metrics_text):
+    """{(sample name, frozenset(labels)): value} and {family name: type}."""
+    values, types = {}, {}
+    for family in text_string_to_metric_families(metrics_text):
+        types[family.name] = family.type
+        for sample in family.samples:
+            values[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return values, types
+
+
+def sample(values, name, **labels):
+    key = (name, frozenset(labels.items()))
+    assert key in values, f"no sample {name}{labels}: {sorted(values)}"
+    return values[key]
+
+
+# --- scenarios ----------------------------------------------------------------------------
+
+def test_cold_start_secret_folder_bundle_readiness_and_tls(hook, sidecars, tmp_path):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+
+    secret = api_get(hook, SECRET_PATH)
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "certctl"
+    data = {k: decode(v) for k, v in secret["data"].items()}
+    assert {"ca.crt", "tls.crt", "tls.key"} <= set(data)
+
+    # The folder: ..data -> a timestamped set folder beside it, relative links into ..data.
+    target = data_target(sidecar)
+    assert not os.path.isabs(target) and target.startswith("..") and "/" not in target, target
+    assert os.path.isdir(os.path.join(sidecar.cert_dir, target))
+    for name in ("tls.crt", "tls.key", "ca.crt"):
+        assert os.readlink(os.path.join(sidecar.cert_dir, name)) == f"..data/{name}"
+    key_mode = os.stat(os.path.join(sidecar.cert_dir, "tls.key")).st_mode & 0o777
+    assert key_mode == 0o600, oct(key_mode)
+    assert folder(sidecar) == {name: data[name] for name in ("tls.crt", "tls.key", "ca.crt")}
+
+    assert bundles(hook) == [data["ca.crt"], data["ca.crt"]]
+    assert sidecar.readyz() == (200, "ok\n")
+    assert sidecar.healthz() == (200, "ok\n")
+    assert os.path.exists(sidecar.ready_file)
+    log = sidecar.log()
+    assert f"created: secret/{NS}/{SECRET} (it did not exist)" in log, log
+    assert "injected the CA bundle into validatingwebhookconfiguration/hook" in log, log
+    assert any(line.endswith(" ready") for line in log.splitlines()), log
+    # Nothing went wrong on the way (a denied request, a failed write, ...).
+    warnings = [line for line in log.splitlines()
+                if line.split()[1:2] in (["warning"], ["error"], ["critical"])]
+    assert warnings == [], warnings
+
+    # TLS for real: serve the folder's pair, trust only the bundle the VWC carries.
+    bundle = tmp_path / "bundle.crt"
+    bundle.write_text(decode(api_get(hook, VWC_PATH)["webhooks"][0]["clientConfig"]["caBundle"]))
+    port, = free_ports(1)
+    server_out = tmp_path / "s_server.out"
+    with open(server_out, "wb") as out:
+        server = subprocess.Popen(
+            ["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-www",
+             "-cert", os.path.join(sidecar.cert_dir, "tls.crt"),
+             "-key", os.path.join(sidecar.cert_dir, "tls.key")],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "ACCEPT" in server_out.read_text(errors="replace") or server.poll(),
+                 "openssl s_server to listen")
+        assert server.poll() is None, server_out.read_text(errors="replace")
+
+        def client(ca_file, host=HOST):
+            return subprocess.run(
+                ["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", host,
+                 "-verify_return_error", "-verify_hostname", host, "-CAfile", str(ca_file)],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=20)
+
+        good = client(bundle)
+        assert good.returncode == 0, good.stdout + good.stderr
+        assert "Verify return code: 0 (ok)" in good.stdout, good.stdout
+        # Controls: the handshake is really checked (another CA, another name both fail).
+        for ca_file, host in ((hook.ca_path, HOST), (bundle, f"other.{NS}.svc")):
+            bad = client(ca_file, host)
+            assert bad.returncode != 0, bad.stdout
+            assert "Verify return code: 0 (ok)" not in bad.stdout
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    ca = secret_data(hook)["ca.crt"]
+    manifest = hook_manifest()
+
+    # 1. A JSON patch blanks one caBundle.
+    before = api_get(hook, VWC_PATH)
+    hook.reset_request_log()
+    blank_bundle(hook, 1)
+    logged, seen = measure_repair(hook, ca, watch=[sidecar])
+    assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
+    assert without_bundles(api_get(hook, VWC_PATH)) == without_bundles(before)
+
+    # 2. `kubectl apply` of the manifest as written (no caBundle): its three-way merge keeps
+    #    fields the manifest never set, so the bundles survive and there is nothing to repair.
+    applied = json.loads(hook.kubectl("apply", "-f", "-", "-o", "json",
+                                      input=json.dumps(manifest)).stdout)
+    assert bundles(hook) == [ca, ca]
+    contains(applied, manifest)
+
+    # 3. `kubectl apply` of a manifest that renders caBundle: "" (a chart's placeholder, as
+    #    helm upgrade applies it): both bundles blanked at once, repaired, nothing else moved.
+    blanking = copy.deepcopy(manifest)
+    for webhook in blanking["webhooks"]:
+        webhook["clientConfig"]["caBundle"] = ""
+    hook.reset_request_log()
+    applied = json.loads(hook.kubectl("apply", "-f", "-", "-o", "json",
+                                      input=json.dumps(blanking)).stdout)
+    assert [w["clientConfig"].get("caBundle") for w in applied["webhooks"]] == ["", ""], applied
+    logged, seen = measure_repair(hook, ca, watch=[sidecar])
+    assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
+    repaired = api_get(hook, VWC_PATH)
+    assert without_bundles(repaired) == without_bundles(applied)
+    contains(without_bundles(repaired), without_bundles(blanking))
+
+    # 4. The whole configuration replaced without caBundle (helm upgrade --force, kubectl
+    #    replace): the fields are gone, then restored; nothing else moved.
+    hook.reset_request_log()
+    replaced = json.loads(hook.kubectl("replace", "-f", "-", "-o", "json",
+                                       input=json.dumps(manifest)).stdout)
+    assert all("caBundle" not in w["clientConfig"] for w in replaced["webhooks"]), replaced
+    logged, seen = measure_repair(hook, ca, watch=[sidecar])
+    assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
+    repaired = api_get(hook, VWC_PATH)
+    assert without_bundles(repaired) == without_bundles(replaced)
+    contains(repaired, manifest)
+    assert secret_data(hook)["ca.crt"] == ca
+    assert sidecar.readyz() == (200, "ok\n")
+
+
+def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    old = secret_data(hook)
+    old_set = data_target(sidecar)
+    hook.reset_request_log()
+    hook.kubectl("delete", "secret", SECRET, "-n", NS)
+
+    def recreated():
+        data = secret_data(hook)
+        return data if data and data["ca.crt"] != old["ca.crt"] else None
+
+    new = wait_for(recreated, "a new Secret with a new CA", watch=[sidecar])
+    assert new["tls.crt"] != old["tls.crt"] and new["tls.key"] != old["tls.key"]
+    wanted = {name: new[name] for name in ("tls.crt", "tls.key", "ca.crt")}
+    wait_for(lambda: folder(sidecar) == wanted, "the folder swapped to the new pair",
+             watch=[sidecar])
+    assert data_target(sidecar) != old_set
+    wait_for(lambda: holds(hook, new["ca.crt"]), "the bundles updated to the new CA",
+             watch=[sidecar])
+    wait_ready(sidecar)
+    assert [w[:3] for w in writes_by(hook, USER) if w[1] == "secrets"] == \
+        [("create", "secrets", "")], writes_by(hook, USER)
+    assert sidecar.log().count(f"created: secret/{NS}/{SECRET} (it did not exist)") == 2
+
+
+def test_steady_state_writes_nothing(hook, sidecars):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    hook.reset_request_log()
+    reset_at = time.time()
+    window = 10.0
+    end = time.monotonic() + window
+    while time.monotonic() < end:  # an observation window: the process must stay up
+        assert sidecar.alive(), sidecar.describe()
+        time.sleep(POLL)
+    requests = requests_by(hook, USER)
+    assert writes_by(hook, USER) == [], requests
+    # Only the passes queued at start-up (the first lists' events) may trail the first
+    # ready; after that, nothing until the resync (1 h): no polling loop.
+    late = [e for e in requests if logged_at(e) > reset_at + 2.0]
+    assert late == [], late
+    assert sidecar.readyz() == (200, "ok\n")
+
+
+def test_sighup_reconciles_at_once_and_keeps_running(hook, sidecars):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    wait_quiet(hook, USER)
+    for round_ in (1, 2):
+        hook.reset_request_log()
+        sidecar.send(signal.SIGHUP)
+        wait_for(lambda: requests_by(hook, USER, "get", "secrets"),
+                 f"a GET of the Secret after SIGHUP #{round_}", watch=[sidecar])
+        wait_for(lambda: requests_by(hook, USER, "get", "validatingwebhookconfigurations"),
+                 f"a GET of the target after SIGHUP #{round_}", watch=[sidecar])
+        assert sidecar.alive()
+        assert writes_by(hook, USER) == []
+    assert sidecar.log().count("SIGHUP: reconciling now") == 2, sidecar.log()
+    assert sidecar.readyz() == (200, "ok\n")
+
+
+@pytest.mark.parametrize("sig, leader_elect", [(signal.SIGTERM, False),
+                                               (signal.SIGTERM, True),
+                                               (signal.SIGINT, True)],
+                         ids=["sigterm", "sigterm-leader-elect", "sigint-leader-elect"])
+def test_stop_signal_exits_0_within_5s_and_releases(hook, sidecars, sig, leader_elect):
+    args = ["--leader-elect", "--identity", "solo"] if leader_elect else []
+    sidecar = sidecars("a", *args)
+    wait_ready(sidecar)
+    assert os.path.exists(sidecar.ready_file)
+    if leader_elect:
+        lease = api_get(hook, LEASE_PATH)
+        assert lease["spec"]["holderIdentity"] == "solo", lease
+    code, took = sidecar.stop(sig)
+    print(f"exit {code} {took:.3f}s after the signal")
+    assert code == 0, sidecar.describe()
+    assert took < STOP_LIMIT, took
+    assert not os.path.exists(sidecar.ready_file)
+    log = sidecar.log()
+    assert log.rstrip().endswith("stopped"), log
+    assert sidecar.readyz()[0] is None  # the health server is gone with the process
+    if leader_elect:
+        spec = api_get(hook, LEASE_PATH)["spec"]
+        assert "holderIdentity" not in spec, spec
+        assert spec["leaseDurationSeconds"] == 1, spec
+        assert "released the lease" in log, log
+
+
+def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
+    names = ["r0", "r1", "r2"]
+    users = {name: f"system:serviceaccount:{NS}:certctl-{name}" for name in names}
+    for user in users.values():
+        infra.add_user(user, RULES)
+    infra.kubectl("apply", "-f", "-", input=json.dumps(hook_manifest()))
+    infra.reset_request_log()
+    replicas = {name: sidecars(name, "--leader-elect", "--identity", name, user=users[name])
+                for name in names}
+    wait_ready(*replicas.values())
+
+    lease = api_get(infra, LEASE_PATH)
+    leader = lease["spec"]["holderIdentity"]
+    assert leader in names, lease
+    log = infra.request_log()["requests"]
+    creates = [e for e in log if e["verb"] == "create" and e["resource"] == "secrets"]
+    assert [e["code"] for e in creates] == [201], creates
+    assert creates[0]["user"] == users[leader]
+    for name in names:  # followers wrote nothing that succeeded, not even the Lease
+        if name != leader:
+            succeeded = [w for w in writes_by(infra, users[name]) if w[3] < 300]
+            assert succeeded == [], (name, succeeded)
+    data = secret_data(infra)
+    wanted = {name: data[name] for name in ("tls.crt", "tls.key", "ca.crt")}
+    for replica in replicas.values():
+        assert folder(replica) == wanted, replica.name
+        values, _ = samples(replica.metrics()[0])
+        assert sample(values, "certctl_leader") == (1 if replica.name == leader else 0)
+        assert sample(values, "certctl_ready") == 1
+    assert holds(infra, data["ca.crt"])
+    assert f"became the leader ({leader})" in replicas[leader].log()
+
+    # The leader dies without releasing: another replica takes over within the lease.
+    replicas[leader].proc.kill()
+    replicas[leader].proc.wait()
+    killed_at = time.monotonic()
+    survivors = [r for name, r in replicas.items() if name != leader]
+
+    def new_holder():
+        holder = api_get(infra, LEASE_PATH)["spec"].get("holderIdentity")
+        return holder if holder not in (None, leader) else None
+
+    successor = wait_for(new_holder, "another replica to take the lease",
+                         bound=LEASE_DURATION + 10, watch=survivors)
+    took = time.monotonic() - killed_at
+    print(f"takeover by {successor} {took:.1f}s after the leader {leader} was killed")
+    assert successor in names and successor != leader
+    assert took < LEASE_DURATION + 7, took  # lease duration + a candidate's retry period
+    wait_for(lambda: f"became the leader ({successor})" in replicas[successor].log(),
+             "the successor's log", watch=survivors)
+
+    # The new leader repairs.
+    infra.reset_request_log()
+    blank_bundle(infra, 0)
+    logged, seen = measure_repair(infra, data["ca.crt"], user=users[successor], watch=survivors)
+    assert logged < REPAIR_LIMIT, (logged, seen)
+    assert secret_data(infra) == data
+    wait_ready(*survivors)
+    values, _ = samples(replicas[successor].metrics()[0])
+    assert sample(values, "certctl_leader") == 1
+
+
+def test_api_faults_are_ridden_out_without_replacing_the_secret(hook, sidecars):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    before = secret_data(hook)
+    old_set = data_target(sidecar)
+    wait_quiet(hook, USER)  # the faults are for what follows, not the start-up's last passes
+    hook.reset_request_log()
+
+    # Every read, list and watch fails for a few seconds (the watches, ended by the drop,
+    # back off between attempts); the history is compacted, so a re-watch from before it
+    # gets 410 and lists again; a caBundle is blanked meanwhile and its first repairs fail.
+    hook.inject_fault(method="GET", path=".", status=503, count=6)
+    hook.drop_watches()
+    compacted = hook.compact()
+    resp = hook.api("PATCH", VWC_PATH, [{"op": "replace", "path": "/webhooks/0/clientConfig/"
+                                         "caBundle", "value": ""}],
+                    content_type="application/json-patch+json")
+    assert resp.status == 200, resp
+    hook.inject_fault(method="PATCH", path="/validatingwebhookconfigurations/hook$", status=503,
+                      count=2)
+
+    # Nobody else sends GETs or PATCHes meanwhile (the admin API is not faulted).
+    wait_for(lambda: hook._admin("GET", "/_emulator/faults")["faults"] == [],
+             "certctl to run into every injected 503", watch=[sidecar])
+    wait_for(lambda: holds(hook, before["ca.crt"]), "the caBundle repaired", watch=[sidecar])
+    wait_ready(sidecar)
+
+    # Both watches are back, from a revision the compaction kept (the 503s leave each in its
+    # own backoff: the repair above may have come from the other one's list).
+    def watching(resource):
+        return any(e["code"] == 200 and int(urllib.parse.parse_qs(e["query"])
+                                            ["resourceVersion"][0]) >= compacted
+                   for e in requests_by(hook, USER, "watch", resource))
+
+    wait_for(lambda: watching("secrets") and watching("validatingwebhookconfigurations"),
+             "both watches re-established", watch=[sidecar])
+    log = requests_by(hook, USER)
+    summary = [(e["verb"], e["resource"], e["code"]) for e in log]
+    assert sum(e["code"] == 503 for e in log) == 8, summary
+    assert ("list", "secrets", 200) in summary, summary  # its watch got 410: listed again
+    assert ("patch", "validatingwebhookconfigurations", 200) in summary, summary
+    assert [w for w in writes_by(hook, USER) if w[1] == "secrets"] == []
+    assert secret_data(hook) == before
+    assert data_target(sidecar) == old_set
+    assert sidecar.alive()
+
+    # The watches are back: a new blank is repaired as fast as ever.
+    hook.reset_request_log()
+    blank_bundle(hook, 1)
+    logged, seen = measure_repair(hook, before["ca.crt"], watch=[sidecar])
+    assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen, sidecar.log())
+
+
+def test_metrics(hook, sidecars):
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    text, headers = sidecar.metrics()
+    assert headers.get("Content-Type", "").startswith("text/plain"), headers
+    values, types = samples(text)
+    # The parser names counter families without _total.
+    expected = {
+        "certctl_certificate_expiration_timestamp_seconds": "gauge",
+        "certctl_reconcile": "counter",
+        "certctl_reconcile_duration_seconds": "histogram",
+        "certctl_writes": "counter",
+        "certctl_ready": "gauge",
+        "certctl_leader": "gauge",
+        "certctl_last_successful_reconcile_timestamp_seconds": "gauge",
+    }
+    assert {name: types.get(name) for name in expected} == expected, types
+    assert sample(values, "certctl_ready") == 1
+    assert sample(values, "certctl_leader") == 1
+
+    data = secret_data(hook)
+    secret = f"{NS}/{SECRET}"
+    leaf = sample(values, "certctl_certificate_expiration_timestamp_seconds",
+                  secret=secret, role="leaf")
+    assert abs(leaf - openssl_not_after(data["tls.crt"])) <= 1, leaf
+    ca = sample(values, "certctl_certificate_expiration_timestamp_seconds",
+                secret=secret, role="ca")
+    assert abs(ca - openssl_not_after(data["ca.crt"])) <= 1, ca
+
+    assert sample(values, "certctl_writes_total", kind="secret") == 1
+    assert sample(values, "certctl_writes_total", kind="validatingwebhookconfiguration") == 1
+    ready_passes = sample(values, "certctl_reconcile_total", result="ready")
+    assert ready_passes >= 1
+    passes = sum(v for (name, _), v in values.items() if name == "certctl_reconcile_total")
+    count = sum(v for (name, _), v in values.items()
+                if name == "certctl_reconcile_duration_seconds_count")
+    assert count == passes, (count, passes)
+    buckets = sorted(((float(dict(labels)["le"]), v) for (name, labels), v in values.items()
+                      if name == "certctl_reconcile_duration_seconds_bucket"
+                      and dict(labels)["result"] == "ready"))
+    assert buckets and buckets[-1] == (float("inf"), ready_passes), buckets
+    assert all(a[1] <= b[1] for a, b in zip(buckets, buckets[1:])), buckets
+    assert 0 < sample(values, "certctl_reconcile_duration_seconds_sum", result="ready") < 30
+    last = sample(values, "certctl_last_successful_reconcile_timestamp_seconds")
+    assert sidecar.started_at - 1 <= last <= time.time() + 1, (last, sidecar.started_at)
+
+    # The counters move: a repair is one more write of the target, none of the Secret.
+    blank_bundle(hook, 0)
+    wait_for(lambda: holds(hook, data["ca.crt"]), "the caBundle repaired", watch=[sidecar])
+
+    def vwc_writes():
+        values, _ = samples(sidecar.metrics()[0])
+        return sample(values, "certctl_writes_total", kind="validatingwebhookconfiguration")
+
+    wait_for(lambda: vwc_writes() == 2, "certctl_writes_total to count the repair",
+             watch=[sidecar])
+    values, _ = samples(sidecar.metrics()[0])
+    assert sample(values, "certctl_writes_total", kind="secret") == 1
+    assert sample(values, "certctl_reconcile_total", result="ready") > ready_passes
+
+
+def test_missing_target_keeps_it_unready_until_created(infra, sidecars):
+    sidecar = sidecars()
+
+    def unready_naming_target():
+        status, body = sidecar.readyz()
+        return status == 503 and "validatingwebhookconfiguration/hook" in body
+
+    wait_for(unready_naming_target, "/readyz 503 naming the missing target", watch=[sidecar])
+    status, body = sidecar.readyz()
+    assert body.startswith("not ready: "), body
+    assert sidecar.healthz() == (200, "ok\n")
+    assert not os.path.exists(sidecar.ready_file)
+    values, _ = samples(sidecar.metrics()[0])
+    assert sample(values, "certctl_ready") == 0
+    # The Secret and the folder do not wait for the target.
+    data = secret_data(infra)
+    assert data is not None
+    assert folder(sidecar) == {name: data[name] for name in ("tls.crt", "tls.key", "ca.crt")}
+
+    infra.reset_request_log()
+    infra.kubectl("apply", "-f", "-", input=json.dumps(hook_manifest()))
+    created = time.monotonic()
+    wait_for(lambda: holds(infra, data["ca.crt"]) and sidecar.readyz()[0] == 200,
+             "the new target injected and /readyz 200", watch=[sidecar])
+    took = time.monotonic() - created
+    print(f"target injected and ready {took:.3f}s after kubectl apply returned")
+    assert took < REPAIR_LIMIT, took
+    log = infra.request_log()["requests"]
+    made = [e for e in log if e["user"] == "admin" and e["verb"] == "create"]
+    patched = [e for e in log if e["user"] == USER and e["verb"] == "patch" and e["code"] == 200]
+    assert made and patched, log
+    assert logged_at(patched[0]) - logged_at(made[0]) < REPAIR_LIMIT
+    assert os.path.exists(sidecar.ready_file)
+    assert sidecar.readyz() == (200, "ok\n")
