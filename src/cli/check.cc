@@ -3,6 +3,8 @@
 #include <iostream>
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "cli/check_report.h"
 #include "cli/exit_codes.h"
 #include "cli/pair_files.h"
@@ -51,8 +53,14 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
   const bool from_files = !options.cert_dir.empty() || !options.cert_file.empty();
   std::optional<Cluster> cluster;
   if (!from_files || !options.targets.empty()) {
-    auto connected =
-        ConnectToCluster(options.connection, options.identity.namespace_name, env, clock);
+    // A terminal or CI command: its answer is the one line at the end, so the waits of
+    // its retries are logged at debug only.
+    kube::ClientOptions client_options;
+    client_options.retry.on_retry = [](const std::string& message) {
+      spdlog::debug("{}", message);
+    };
+    auto connected = ConnectToCluster(options.connection, options.identity.namespace_name, env,
+                                      clock, std::move(client_options));
     if (!connected) {
       return CouldNotRun(connected.error().message());
     }
