@@ -1,0 +1,127 @@
+#include "certctl/probe/handshake.h"
+
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "certctl/pki/issue.h"
+
+#include "support/tls_server.h"
+
+namespace certctl::probe {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::TlsServer;
+using namespace std::chrono_literals;
+
+constexpr char kServiceName[] = "hook.infra.svc";
+
+struct Pki {
+  pki::KeyPair ca;
+  std::string ca_pem;
+  std::string leaf_pem;
+  std::string key_pem;
+};
+
+Pki MakePki(const std::string& leaf_name) {
+  const TimePoint now = std::chrono::system_clock::now();
+  pki::CaRequest ca_request;
+  ca_request.common_name = "hook-ca";
+  Pki made{pki::IssueCa(ca_request, now).value(), "", "", ""};
+  made.ca_pem = made.ca.certificate.ToPem();
+  pki::LeafRequest leaf_request;
+  leaf_request.dns_names = {leaf_name};
+  const pki::KeyPair leaf = pki::IssueLeaf(leaf_request, made.ca, now).value();
+  made.leaf_pem = leaf.certificate.ToPem();
+  made.key_pem = leaf.key.ToPem().value();
+  return made;
+}
+
+HostPort Loopback(int port) { return {"127.0.0.1", port}; }
+
+TEST(VerifyHandshake, SucceedsWhenTheServedLeafChainsToTheBundleAndNamesTheService) {
+  const Pki pki = MakePki(kServiceName);
+  const TlsServer server(TlsServer::Mode::kTls, pki.leaf_pem, pki.key_pem);
+  const auto verified = VerifyHandshake(Loopback(server.port()), kServiceName, pki.ca_pem, 2s);
+  EXPECT_TRUE(verified) << verified.error().message();
+  // The server counts once its side is done, which may be just after the client's.
+  for (int wait = 0; wait < 100 && server.handshakes() == 0; ++wait) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server.handshakes(), 1);
+}
+
+TEST(VerifyHandshake, ABundleWithTheOldAndTheNewCaTrustsEither) {
+  const Pki current = MakePki(kServiceName);
+  const Pki previous = MakePki(kServiceName);
+  const TlsServer server(TlsServer::Mode::kTls, current.leaf_pem, current.key_pem);
+  EXPECT_TRUE(
+      VerifyHandshake(Loopback(server.port()), kServiceName, previous.ca_pem + current.ca_pem, 2s));
+}
+
+TEST(VerifyHandshake, ALeafFromAnotherCaIsRefusedWithOpenSslsReason) {
+  const Pki served = MakePki(kServiceName);
+  const Pki trusted = MakePki(kServiceName);
+  const TlsServer server(TlsServer::Mode::kTls, served.leaf_pem, served.key_pem);
+  const auto verified = VerifyHandshake(Loopback(server.port()), kServiceName, trusted.ca_pem, 2s);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(verified.error().message(),
+              HasSubstr("TLS handshake with 127.0.0.1:" + std::to_string(server.port())));
+  EXPECT_THAT(verified.error().message(), HasSubstr("does not verify against the caBundle"));
+  EXPECT_THAT(verified.error().message(), HasSubstr("local issuer"));
+}
+
+TEST(VerifyHandshake, ALeafForAnotherNameIsRefused) {
+  const Pki pki = MakePki("other.infra.svc");
+  const TlsServer server(TlsServer::Mode::kTls, pki.leaf_pem, pki.key_pem);
+  const auto verified = VerifyHandshake(Loopback(server.port()), kServiceName, pki.ca_pem, 2s);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code(), ErrorCode::kFailedPrecondition);
+  EXPECT_THAT(verified.error().message(), HasSubstr("not valid for hook.infra.svc"));
+}
+
+TEST(VerifyHandshake, NoListenerIsUnavailable) {
+  int closed_port = 0;
+  {
+    const TlsServer gone(TlsServer::Mode::kPlaintext);
+    closed_port = gone.port();
+  }
+  const Pki pki = MakePki(kServiceName);
+  const auto verified = VerifyHandshake(Loopback(closed_port), kServiceName, pki.ca_pem, 2s);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(verified.error().message(), HasSubstr("cannot connect to 127.0.0.1:"));
+  EXPECT_THAT(verified.error().message(), HasSubstr("refused"));
+}
+
+TEST(VerifyHandshake, ASilentListenerTimesOutWithinTheBound) {
+  const TlsServer server(TlsServer::Mode::kSilent);
+  const Pki pki = MakePki(kServiceName);
+  const auto verified = VerifyHandshake(Loopback(server.port()), kServiceName, pki.ca_pem, 200ms);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(verified.error().message(), HasSubstr("timed out"));
+}
+
+TEST(VerifyHandshake, APlaintextListenerFailsTheHandshake) {
+  const TlsServer server(TlsServer::Mode::kPlaintext);
+  const Pki pki = MakePki(kServiceName);
+  const auto verified = VerifyHandshake(Loopback(server.port()), kServiceName, pki.ca_pem, 2s);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code(), ErrorCode::kUnavailable);
+  EXPECT_THAT(verified.error().message(), HasSubstr("TLS handshake with 127.0.0.1:"));
+}
+
+TEST(VerifyHandshake, ABundleWithoutACertificateIsRefusedBeforeConnecting) {
+  const TlsServer server(TlsServer::Mode::kSilent);
+  const auto verified = VerifyHandshake(Loopback(server.port()), kServiceName, "garbage", 2s);
+  ASSERT_FALSE(verified);
+  EXPECT_EQ(verified.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(verified.error().message(), HasSubstr("caBundle holds no certificate"));
+}
+
+}  // namespace
+}  // namespace certctl::probe
