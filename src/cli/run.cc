@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -15,6 +16,8 @@
 #include "certctl/endpoints/server.h"
 #include "certctl/loop/sidecar.h"
 #include "certctl/metrics/registry.h"
+#include "certctl/pki/names.h"
+#include "certctl/util/host_port.h"
 
 #include "cli/exit_codes.h"
 #include <pthread.h>
@@ -62,22 +65,53 @@ void Log(loop::LogLevel level, const std::string& message) {
   }
 }
 
+// /readyz in the manner of kube-apiserver: `?exclude=NAME` (repeatable) leaves a check out,
+// `?verbose` lists every check. A startup probe excludes `serving`, which cannot pass before
+// the webhook container it gates has started.
+endpoints::Response Readyz(const loop::Sidecar& sidecar, const endpoints::Query& query) {
+  std::set<std::string> requested_exclusions;
+  for (auto [entry, end] = query.equal_range("exclude"); entry != end; ++entry) {
+    requested_exclusions.insert(entry->second);
+  }
+  std::set<std::string> excluded = requested_exclusions;  // what is left names no check
+  const std::vector<loop::ReadinessCheck> checks = sidecar.Readiness();
+  bool ready = true;
+  std::string listing;
+  for (const loop::ReadinessCheck& check : checks) {
+    if (excluded.erase(check.name) > 0) {
+      listing += "[+]" + check.name + " excluded: ok\n";
+    } else if (check.ok) {
+      listing += "[+]" + check.name + " ok\n";
+    } else {
+      ready = false;
+      listing += "[-]" + check.name + " failed: " + check.reason + "\n";
+    }
+  }
+  for (const std::string& unknown : excluded) {
+    listing += "warn: no check named \"" + unknown + "\" to exclude\n";
+  }
+  if (query.contains("verbose")) {
+    return {ready ? 200 : 503,
+            listing + (ready ? "readyz check passed\n" : "readyz check failed\n")};
+  }
+  if (ready) {
+    return {200, "ok\n"};
+  }
+  return {503, "not ready: " + sidecar.NotReady(requested_exclusions).value_or("") + "\n"};
+}
+
 endpoints::Routes HealthRoutes(const loop::Sidecar& sidecar) {
   endpoints::Routes routes;
-  routes["/healthz"] = [&sidecar] {
+  routes["/healthz"] = [&sidecar](const endpoints::Query&) {
     return sidecar.Alive() ? endpoints::Response{200, "ok\n"}
                            : endpoints::Response{500, "the reconcile loop is stuck\n"};
   };
-  routes["/readyz"] = [&sidecar] {
-    const auto not_ready = sidecar.NotReady();
-    return not_ready ? endpoints::Response{503, "not ready: " + *not_ready + "\n"}
-                     : endpoints::Response{200, "ok\n"};
-  };
+  routes["/readyz"] = [&sidecar](const endpoints::Query& query) { return Readyz(sidecar, query); };
   return routes;
 }
 
 void AddMetricsRoute(endpoints::Routes& routes, const metrics::Registry& registry) {
-  routes["/metrics"] = [&registry] {
+  routes["/metrics"] = [&registry](const endpoints::Query&) {
     return endpoints::Response{200, registry.Render(), "text/plain; version=0.0.4; charset=utf-8"};
   };
 }
@@ -181,7 +215,12 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
                    "Address for /metrics (Prometheus text format); empty: disabled")
       ->capture_default_str();
   command->add_option("--ready-file", options.ready_file,
-                      "File created while ready and removed otherwise; empty: none");
+                      "File created while the certificate is ready (the serving check aside) "
+                      "and removed otherwise; empty: none");
+  command->add_option("--serving-addr", options.serving_addr,
+                      "The webhook's own listener (HOST:PORT, e.g. 127.0.0.1:9443): readiness "
+                      "also needs a TLS handshake with it that verifies against the targets' "
+                      "caBundle for <service>.<namespace>.svc; empty: no such check");
   AddDurationFlag(*command, "--resync", options.resync,
                   "Reconcile at least this often, changes or not (jittered by 10%)");
   command->add_flag("--leader-elect", options.leader_elect,
@@ -218,6 +257,18 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
     }
     metrics_address = *parsed;
   }
+  std::optional<HostPort> serving_address;
+  if (!options.serving_addr.empty()) {
+    auto parsed = ParseHostPort(options.serving_addr, "serving address");
+    if (!parsed) {
+      return UsageError("--serving-addr: " + parsed.error().message());
+    }
+    if (parsed->host.empty() || parsed->port == 0) {
+      return UsageError("--serving-addr: \"" + options.serving_addr +
+                        "\" needs a host and a port to connect to, like 127.0.0.1:9443");
+    }
+    serving_address = *parsed;
+  }
 
   metrics::Registry registry;
   loop::SidecarMetrics sidecar_metrics(registry);
@@ -245,6 +296,11 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   config.pass.cert_dir = options.cert_dir;
   config.resync = options.resync;
   config.ready_file = options.ready_file;
+  if (serving_address) {
+    // The name the API server verifies when it calls the Service.
+    config.serving =
+        loop::ServingCheck{*serving_address, pki::RequiredDnsNames(spec->identity).front()};
+  }
   const std::string identity = options.identity.empty() ? DefaultIdentity(env) : options.identity;
   config.instance = identity;
   if (options.leader_elect) {

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string health_addr = ":8081";
   std::string metrics_addr = ":8080";
   std::string ready_file;
+  std::string serving_addr;  // empty: no serving check
   std::chrono::seconds resync{std::chrono::hours(1)};
   bool leader_elect = false;
   std::string lease_name;  // empty: "<secret>-certctl"

@@ -92,7 +92,7 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
     if (!slots) {
       report.other_findings.push_back(
           {FindingCode::kCaBundleMismatch, object, slots.error().message()});
-      report.targets.push_back({kind, name, "", false});
+      report.targets.push_back({kind, name, "", false, ""});
       continue;
     }
     for (const inject::BundleSlot& slot : *slots) {
@@ -105,7 +105,7 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
             {FindingCode::kCaBundleMismatch,
              slot.webhook.empty() ? object : object + " webhook " + slot.webhook, problem});
       }
-      report.targets.push_back({kind, name, slot.webhook, have_ca && problem.empty()});
+      report.targets.push_back({kind, name, slot.webhook, have_ca && problem.empty(), slot.bundle});
     }
   }
   report.other_findings.insert(report.other_findings.end(), targets->missing.begin(),

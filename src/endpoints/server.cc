@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <thread>
 
@@ -17,38 +16,10 @@ namespace {
 constexpr std::size_t kServingThreads = 2;
 constexpr std::chrono::seconds kIoTimeout{5};
 
-tl::unexpected<Error> BadAddress(std::string_view text, std::string_view why) {
-  return Fail(ErrorCode::kInvalidArgument,
-              "invalid listen address \"" + std::string(text) + "\": " + std::string(why));
-}
-
-std::string Describe(const ListenAddress& address) {
-  const bool ipv6 = address.host.find(':') != std::string::npos;
-  const std::string host = ipv6 ? "[" + address.host + "]" : address.host;
-  return host + ":" + std::to_string(address.port);
-}
-
 }  // namespace
 
 Result<ListenAddress> ParseListenAddress(std::string_view text) {
-  const std::size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos) {
-    return BadAddress(text, "expected HOST:PORT or :PORT");
-  }
-  std::string_view host = text.substr(0, colon);
-  const std::string_view port_text = text.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string_view::npos) {
-    return BadAddress(text, "an IPv6 host goes in brackets, like [::1]:8081");
-  }
-  int port = -1;
-  const auto parsed = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || parsed.ec != std::errc() ||
-      parsed.ptr != port_text.data() + port_text.size() || port < 0 || port > 65535) {
-    return BadAddress(text, "the port must be a number from 0 to 65535");
-  }
-  return ListenAddress{std::string(host), port};
+  return ParseHostPort(text, "listen address");
 }
 
 struct Server::State {
@@ -85,12 +56,13 @@ Result<std::unique_ptr<Server>> Server::Start(const ListenAddress& address, Rout
     ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   for (auto& [path, handler] : routes) {
-    http.Get(path,
-             [handler = std::move(handler)](const httplib::Request&, httplib::Response& response) {
-               Response answer = handler();
-               response.status = answer.status;
-               response.set_content(std::move(answer.body), answer.content_type);
-             });
+    http.Get(path, [handler = std::move(handler)](const httplib::Request& request,
+                                                  httplib::Response& response) {
+      const Query query(request.params.begin(), request.params.end());
+      Response answer = handler(query);
+      response.status = answer.status;
+      response.set_content(std::move(answer.body), answer.content_type);
+    });
   }
   const auto refuse = [](const httplib::Request&, httplib::Response& response) {
     response.status = 405;
@@ -111,7 +83,7 @@ Result<std::unique_ptr<Server>> Server::Start(const ListenAddress& address, Rout
   if (state->port <= 0) {
     const int error_number = errno;
     return Fail(ErrorCode::kUnavailable,
-                "cannot listen on " + Describe(address) +
+                "cannot listen on " + FormatHostPort(address) +
                     (error_number != 0 ? ": " + std::string(std::strerror(error_number)) : ""));
   }
   State* serving = state.get();

@@ -1,5 +1,7 @@
 #include "certctl/loop/pass.h"
 
+#include <algorithm>
+
 #include "certctl/certdir/cert_dir.h"
 #include "certctl/controller/inject.h"
 #include "certctl/controller/secret.h"
@@ -61,6 +63,9 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   }
   report.patched = injected->patched;
   report.patched_references = injected->patched_references;
+  // InjectBundle succeeds only once every caBundle field equals this bundle, as read or as
+  // the server answered the patch.
+  report.target_bundles = {secret->ca_bundle};
   report.ready = true;
   return report;
 }
@@ -104,6 +109,15 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
     report.not_ready =
         "waiting for the leader to inject the bundle: " + JoinFindings(check.other_findings);
     return report;
+  }
+  for (const controller::TargetStatus& target : check.targets) {
+    if (std::find(report.target_bundles.begin(), report.target_bundles.end(), target.bundle) ==
+        report.target_bundles.end()) {
+      report.target_bundles.push_back(target.bundle);
+    }
+  }
+  if (report.target_bundles.empty()) {
+    report.target_bundles = {*pair.source.ca_pem};  // no targets: what the Secret says to trust
   }
   report.ready = true;
   return report;

@@ -9,6 +9,7 @@
 #include "certctl/controller/targets.h"
 #include "certctl/kube/list_watch.h"
 #include "certctl/loop/events.h"
+#include "certctl/probe/handshake.h"
 
 namespace certctl::loop {
 namespace {
@@ -27,6 +28,18 @@ constexpr milliseconds kNotReadyRetry{30000};
 constexpr seconds kWarningInterval{60};
 constexpr milliseconds kWatchFirstBackoff{1000};
 constexpr milliseconds kAliveWithin{60000};
+// While a watch is failing, a pass this often re-judges readiness and repairs what changed
+// unseen.
+constexpr milliseconds kPollWhileBlind{5000};
+// The serving handshake: how soon again after a failure, and how often once it holds (so a
+// webhook that stopped serving drops readiness).
+constexpr milliseconds kServingRetry{1000};
+constexpr milliseconds kServingRecheck{5000};
+
+// Failures that say nothing about the certificates: the API was unreachable or slow.
+bool ApiUnreachable(const Error& error) {
+  return error.code() == ErrorCode::kUnavailable || error.code() == ErrorCode::kDeadlineExceeded;
+}
 
 std::int64_t Millis(MonotonicTime time) {
   return std::chrono::duration_cast<milliseconds>(time.time_since_epoch()).count();
@@ -86,6 +99,9 @@ Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
   } else {
     leading_ = true;
   }
+  if (config_.serving) {
+    serving_ = ReadinessCheck{"serving", false, "waiting for the certificate"};
+  }
   metrics_.ready.Set({}, 0);
   metrics_.leader.Set({}, leading_ ? 1 : 0);
   heartbeat_ = Millis(clock_.Monotonic());
@@ -111,13 +127,25 @@ void Sidecar::Stop() {
 
 void Sidecar::Reconcile(const std::string& reason) { trigger_.Request(reason); }
 
-std::optional<std::string> Sidecar::NotReady() const {
-  const std::lock_guard lock(state_mutex_);
-  if (ready_) {
-    return std::nullopt;
+std::optional<std::string> Sidecar::NotReady(const std::set<std::string>& excluded) const {
+  for (const ReadinessCheck& check : Readiness()) {
+    if (!check.ok && !excluded.contains(check.name)) {
+      return check.name == "certificate" ? check.reason : check.name + ": " + check.reason;
+    }
   }
-  return not_ready_;
+  return std::nullopt;
 }
+
+std::vector<ReadinessCheck> Sidecar::Readiness() const {
+  const std::lock_guard lock(state_mutex_);
+  std::vector<ReadinessCheck> checks{certificate_};
+  if (serving_) {
+    checks.push_back(*serving_);
+  }
+  return checks;
+}
+
+bool Sidecar::ReadyLocked() const { return certificate_.ok && (!serving_ || serving_->ok); }
 
 bool Sidecar::Alive() const {
   return Millis(clock_.Monotonic()) - heartbeat_.load() < kAliveWithin.count();
@@ -186,17 +214,27 @@ void Sidecar::WatchLoop(const WatchSpec& spec) {
   kube::ListWatchOptions options;
   options.list = spec.list;
   options.server_timeout = config_.watch_timeout;
+  bool failing = false;
+  const auto set_failing = [&](bool now_failing) {
+    if (now_failing != failing) {
+      failing = now_failing;
+      failing_watches_ += failing ? 1 : -1;
+    }
+  };
   kube::ListWatchHandlers handlers;
   handlers.on_list = [&](const std::vector<kube::Json>&, const std::string&) {
+    set_failing(false);
     trigger_.Request("listed " + spec.what);
   };
   handlers.on_event = [&](const kube::WatchEvent& event) {
+    set_failing(false);
     const char* change = event.type == kube::WatchEventType::kAdded     ? "added"
                          : event.type == kube::WatchEventType::kDeleted ? "deleted"
                                                                         : "modified";
     trigger_.Request(spec.what + " " + change);
   };
   handlers.on_retry = [&](const Error& error, milliseconds delay) {
+    set_failing(true);
     log_(LogLevel::kDebug, "watch " + spec.what + ": " + error.message() + "; again in " +
                                std::to_string(delay.count()) + "ms");
   };
@@ -206,18 +244,21 @@ void Sidecar::WatchLoop(const WatchSpec& spec) {
         client_, *spec.type, spec.ns, options, handlers, [this] { return stopping_.load(); },
         clock_);
     if (stopping_) {
+      set_failing(false);
       return;
     }
+    set_failing(true);
     // Only failures a retry cannot fix end ListWatch (403, 401, a bad answer); RBAC or
     // credentials may be fixed while certctl runs, so keep trying, and keep saying why.
     WarnRateLimited("watch " + spec.what,
                     "watch " + spec.what + ": " +
                         (ended ? std::string("ended") : ended.error().message()) + "; retrying");
     if (SleepUnlessStopped(Jittered(backoff, 0.5))) {
-      return;
+      break;
     }
     backoff = std::min(backoff * 2, kMaxBackoff);
   }
+  set_failing(false);
 }
 
 void Sidecar::ElectionLoop() {
@@ -245,15 +286,20 @@ void Sidecar::ElectionLoop() {
   }
 }
 
-void Sidecar::SetReadiness(bool ready, const std::string& reason) {
+void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
+                                      std::vector<std::string> target_bundles) {
   bool changed = false;
   {
     const std::lock_guard lock(state_mutex_);
-    changed = ready != ready_;
-    ready_ = ready;
-    not_ready_ = reason;
+    const bool was_ready = ReadyLocked();
+    changed = ready != certificate_.ok;
+    certificate_.ok = ready;
+    certificate_.reason = reason;
+    target_bundles_ = std::move(target_bundles);
+    PublishReadiness(was_ready);
   }
-  metrics_.ready.Set({}, ready ? 1 : 0);
+  // The ready file tells the webhook its certificate is there, so it follows this check
+  // alone: a webhook that waits for it cannot pass the serving check before it starts.
   if (!config_.ready_file.empty() && changed) {
     std::error_code error;
     if (ready) {
@@ -262,8 +308,76 @@ void Sidecar::SetReadiness(bool ready, const std::string& reason) {
       std::filesystem::remove(config_.ready_file, error);
     }
   }
-  if (changed) {
-    log_(LogLevel::kInfo, ready ? "ready" : "not ready: " + reason);
+  if (config_.serving) {
+    {
+      const std::lock_guard lock(stop_mutex_);
+      serving_probe_due_ = true;
+    }
+    stop_changed_.notify_all();
+  }
+}
+
+void Sidecar::SetServingReadiness(bool ready, const std::string& reason) {
+  const std::lock_guard lock(state_mutex_);
+  const bool was_ready = ReadyLocked();
+  const bool changed = ready != serving_->ok || reason != serving_->reason;
+  serving_->ok = ready;
+  serving_->reason = reason;
+  if (changed && certificate_.ok) {
+    log_(ready ? LogLevel::kInfo : LogLevel::kWarning,
+         ready ? "the webhook at " + FormatHostPort(config_.serving->address) +
+                     " verifies against the targets' caBundle"
+               : "serving check: " + reason);
+  }
+  PublishReadiness(was_ready);
+}
+
+void Sidecar::PublishReadiness(bool was_ready) {
+  const bool ready = ReadyLocked();
+  metrics_.ready.Set({}, ready ? 1 : 0);
+  if (ready == was_ready) {
+    return;
+  }
+  if (ready) {
+    log_(LogLevel::kInfo, "ready");
+  } else {
+    const ReadinessCheck& failing = certificate_.ok ? *serving_ : certificate_;
+    log_(LogLevel::kInfo,
+         "not ready: " + (certificate_.ok ? "serving: " : std::string()) + failing.reason);
+  }
+}
+
+void Sidecar::ServingLoop() {
+  const ServingCheck& check = *config_.serving;
+  while (!stopping_) {
+    std::vector<std::string> bundles;
+    bool certificate_ready = false;
+    {
+      const std::lock_guard lock(state_mutex_);
+      certificate_ready = certificate_.ok;
+      bundles = target_bundles_;
+    }
+    bool ok = false;
+    std::string reason = "waiting for the certificate";
+    if (certificate_ready && !bundles.empty()) {
+      ok = true;
+      reason.clear();
+      // Every bundle a target holds must verify: the API server uses each target's own.
+      for (const std::string& bundle : bundles) {
+        if (auto verified =
+                probe::VerifyHandshake(check.address, check.server_name, bundle, check.timeout);
+            !verified) {
+          ok = false;
+          reason = verified.error().message();
+          break;
+        }
+      }
+    }
+    SetServingReadiness(ok, reason);
+    std::unique_lock lock(stop_mutex_);
+    stop_changed_.wait_for(lock, ok ? kServingRecheck : kServingRetry,
+                           [this] { return stopping_.load() || serving_probe_due_; });
+    serving_probe_due_ = false;
   }
 }
 
@@ -278,7 +392,19 @@ void Sidecar::RunPass(const std::set<std::string>& reasons) {
     metrics_.reconcile_duration.Observe({"error"}, took);
     backoff_ = std::min(std::max(backoff_ * 2, kFirstBackoff), kMaxBackoff);
     WarnRateLimited("pass", "reconcile failed: " + report.error().message());
-    SetReadiness(false, report.error().message());
+    // An unreachable API changes neither the files the webhook serves nor the bundles the API
+    // server trusts: keep the last verdict while the certificate it judged is still valid,
+    // so a webhook does not leave its Service over an API blip. Anything else (a refusal, a
+    // bad Secret, a folder that cannot be written) is not ready.
+    bool keep = false;
+    {
+      const std::lock_guard lock(state_mutex_);
+      keep = certificate_.ok && ApiUnreachable(report.error()) && valid_until_ &&
+             clock_.Now() < *valid_until_;
+    }
+    if (!keep) {
+      SetCertificateReadiness(false, report.error().message(), {});
+    }
     return;
   }
   backoff_ = milliseconds(0);
@@ -313,7 +439,14 @@ void Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (report->ready) {
     metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
   }
-  SetReadiness(report->ready, report->not_ready);
+  {
+    const std::lock_guard lock(state_mutex_);
+    valid_until_ = report->leaf_not_after;
+    if (report->ca_not_after && (!valid_until_ || *report->ca_not_after < *valid_until_)) {
+      valid_until_ = report->ca_not_after;
+    }
+  }
+  SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles));
 }
 
 void Sidecar::RecordWrites(const PassReport& report) {
@@ -361,9 +494,13 @@ void Sidecar::Run() {
   if (elector_) {
     threads_.emplace_back([this] { ElectionLoop(); });
   }
+  if (config_.serving) {
+    threads_.emplace_back([this] { ServingLoop(); });
+  }
   const milliseconds resync = config_.resync;
   TimePoint next_resync = clock_.Now() + Jittered(resync, 0.1);
   std::optional<MonotonicTime> retry_at;
+  MonotonicTime last_pass = clock_.Monotonic();
   trigger_.Request("start");
   while (!trigger_.stopped()) {
     heartbeat_ = Millis(clock_.Monotonic());
@@ -372,6 +509,12 @@ void Sidecar::Run() {
     if (retry_at) {
       wait = std::min(wait, std::chrono::ceil<milliseconds>(*retry_at - clock_.Monotonic()));
     }
+    // A failing pass has its own backoff; only a blind but otherwise healthy loop polls.
+    const bool poll = failing_watches_ > 0 && backoff_ == milliseconds(0);
+    if (poll) {
+      wait = std::min(
+          wait, std::chrono::ceil<milliseconds>(last_pass + kPollWhileBlind - clock_.Monotonic()));
+    }
     auto requested = trigger_.Wait(std::max(wait, milliseconds(0)));
     if (trigger_.stopped()) {
       break;
@@ -379,6 +522,9 @@ void Sidecar::Run() {
     std::set<std::string> reasons = requested.value_or(std::set<std::string>());
     if (retry_at && clock_.Monotonic() >= *retry_at) {
       reasons.insert("retry");
+    }
+    if (poll && clock_.Monotonic() >= last_pass + kPollWhileBlind) {
+      reasons.insert("polling while a watch is down");
     }
     // The wall clock, not the monotonic one: after a suspend or a clock step the
     // certificates are judged against the real date, so the resync must be too.
@@ -391,6 +537,7 @@ void Sidecar::Run() {
     }
     heartbeat_ = Millis(clock_.Monotonic());
     RunPass(reasons);
+    last_pass = clock_.Monotonic();
     if (backoff_ > milliseconds(0)) {
       retry_at = clock_.Monotonic() + Jittered(backoff_, 0.5);
     } else if (NotReady()) {

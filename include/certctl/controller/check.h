@@ -29,6 +29,7 @@ struct TargetStatus {
   std::string name;
   std::string webhook;  // entry name inside a webhook configuration, else empty
   bool ok = false;
+  std::string bundle;  // the caBundle as read (decoded PEM); empty when absent or unreadable
 };
 
 // The outcome of `certctl check`, whatever the source.

@@ -6,19 +6,21 @@
 #include <string>
 #include <string_view>
 
+#include "certctl/util/host_port.h"
 #include "certctl/util/result.h"
 
 namespace certctl::endpoints {
 
 // Where to listen: ":8081" (every IPv4 address), "127.0.0.1:8081", "[::1]:8081"; port 0
 // picks a free port.
-struct ListenAddress {
-  std::string host;  // empty: every address
-  int port = 0;
-};
+using ListenAddress = HostPort;
 
 // kInvalidArgument naming the text and what is wrong with it.
 Result<ListenAddress> ParseListenAddress(std::string_view text);
+
+// A request's query parameters: "/readyz?exclude=serving&verbose" has exclude=serving and
+// verbose="". A parameter may repeat.
+using Query = std::multimap<std::string, std::string, std::less<>>;
 
 struct Response {
   int status = 200;
@@ -28,7 +30,7 @@ struct Response {
 
 // GET handlers by path. They run on the server's threads, so they must be thread-safe and
 // quick: they report state, they never wait for a reconcile.
-using Routes = std::map<std::string, std::function<Response()>, std::less<>>;
+using Routes = std::map<std::string, std::function<Response(const Query& query)>, std::less<>>;
 
 // A small HTTP/1.1 server for health, readiness and metrics. Anything but a GET (or HEAD)
 // of a route is answered 404 or 405; request bodies are refused.

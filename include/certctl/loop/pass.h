@@ -38,6 +38,9 @@ struct PassReport {
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events
   std::optional<TimePoint> ca_not_after;                        // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;
+  // When ready: the distinct caBundles the targets hold (decoded PEM), what the API server
+  // will trust when it calls the webhook.
+  std::vector<std::string> target_bundles;
 };
 
 // One reconcile: the same logic as `certctl job`, once, without waiting.

@@ -20,11 +20,27 @@
 #include "certctl/loop/trigger.h"
 #include "certctl/metrics/registry.h"
 #include "certctl/util/clock.h"
+#include "certctl/util/host_port.h"
 
 namespace certctl::loop {
 
 enum class LogLevel { kDebug, kInfo, kWarning };
 using LogSink = std::function<void(LogLevel level, const std::string& message)>;
+
+// The readiness check `serving`: a verified TLS handshake with the webhook's own listener,
+// trusting only the caBundles the targets hold, as the API server will.
+struct ServingCheck {
+  HostPort address;                         // "127.0.0.1:9443"
+  std::string server_name;                  // "<service>.<namespace>.svc"
+  std::chrono::milliseconds timeout{2000};  // each handshake
+};
+
+// One named part of readiness, as /readyz?verbose lists it.
+struct ReadinessCheck {
+  std::string name;  // "certificate", "serving"
+  bool ok = false;
+  std::string reason;  // why not, when not ok
+};
 
 struct SidecarConfig {
   PassConfig pass;
@@ -33,6 +49,7 @@ struct SidecarConfig {
   std::filesystem::path ready_file;                // created while ready; empty: none
   std::chrono::seconds watch_timeout{300};         // each watch request (timeoutSeconds)
   std::string instance = "certctl";                // this replica, as Events name their reporter
+  std::optional<ServingCheck> serving;             // none: readiness is the certificate alone
 };
 
 // The series `run` exposes on /metrics.
@@ -69,8 +86,15 @@ class Sidecar {
   // From any thread: a pass now (SIGHUP).
   void Reconcile(const std::string& reason);
 
-  // Readiness: nothing when ready, else why not. Thread-safe and never blocks on a pass.
-  std::optional<std::string> NotReady() const;
+  // Readiness: nothing when every check not `excluded` holds, else why not (the first
+  // failing check's reason). Thread-safe and never blocks on a pass or a handshake.
+  //  - certificate: the Secret holds a valid pair, the folder serves it, every target holds
+  //    the bundle (what the ready file and a startup probe wait for);
+  //  - serving (with SidecarConfig::serving): the webhook's listener verifies against the
+  //    targets' caBundles.
+  std::optional<std::string> NotReady(const std::set<std::string>& excluded = {}) const;
+  // Every check, in the order above.
+  std::vector<ReadinessCheck> Readiness() const;
   // Liveness: the loop went round within the last minute.
   bool Alive() const;
 
@@ -88,7 +112,14 @@ class Sidecar {
   void RunPass(const std::set<std::string>& reasons);
   // An Event for every write the pass made, so `kubectl describe` tells what certctl did.
   void RecordWrites(const PassReport& report);
-  void SetReadiness(bool ready, const std::string& reason);
+  // Repeats the serving handshake: soon after each pass, then every few seconds.
+  void ServingLoop();
+  void SetCertificateReadiness(bool ready, const std::string& reason,
+                               std::vector<std::string> target_bundles);
+  void SetServingReadiness(bool ready, const std::string& reason);
+  // After either check changed: the ready gauge and the log line. Needs state_mutex_.
+  void PublishReadiness(bool was_ready);
+  bool ReadyLocked() const;
   // Sleeps up to `duration`; true when stopped meanwhile.
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
   std::chrono::milliseconds Jittered(std::chrono::milliseconds base, double spread);
@@ -110,8 +141,14 @@ class Sidecar {
   std::atomic<bool> leading_{false};
 
   mutable std::mutex state_mutex_;
-  bool ready_ = false;
-  std::string not_ready_ = "starting";
+  ReadinessCheck certificate_{"certificate", false, "starting"};
+  std::optional<ReadinessCheck> serving_;    // with SidecarConfig::serving
+  std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
+  std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
+  bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
+  // Watches currently failing: while any is, the loop polls, since no event would tell it
+  // that someone wiped a caBundle meanwhile.
+  std::atomic<int> failing_watches_{0};
   std::map<std::string, std::pair<std::string, MonotonicTime>> last_warning_;
   std::atomic<std::int64_t> heartbeat_{0};  // monotonic milliseconds of the last loop turn
 

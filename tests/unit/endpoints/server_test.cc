@@ -35,10 +35,10 @@ TEST(ListenAddress, BadAddressesAreNamed) {
 TEST(Server, ServesRoutesAndRefusesTheRest) {
   std::atomic<bool> ready{false};
   Routes routes;
-  routes["/readyz"] = [&] {
+  routes["/readyz"] = [&](const Query&) {
     return ready ? Response{200, "ok\n"} : Response{503, "waiting for the Secret\n"};
   };
-  routes["/metrics"] = [] {
+  routes["/metrics"] = [](const Query&) {
     return Response{200, "certctl_ready 0\n", "text/plain; version=0.0.4; charset=utf-8"};
   };
   auto server = Server::Start({"127.0.0.1", 0}, std::move(routes));
@@ -56,10 +56,28 @@ TEST(Server, ServesRoutesAndRefusesTheRest) {
   EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_EQ(client.Get("/nope")->status, 404);
   EXPECT_EQ(client.Post("/readyz")->status, 405);
+  EXPECT_EQ(client.Get("/readyz?exclude=serving")->status, 200);
   EXPECT_EQ(client.Post("/readyz", "body", "text/plain")->status, 413);
   (*server)->Stop();
   (*server)->Stop();  // idempotent
   EXPECT_FALSE(client.Get("/readyz"));
+}
+
+TEST(Server, HandlersSeeTheQuery) {
+  Routes routes;
+  routes["/readyz"] = [](const Query& query) {
+    std::string seen;
+    for (const auto& [name, value] : query) {
+      seen += name + "=" + value + ";";
+    }
+    return Response{200, seen};
+  };
+  auto server = Server::Start({"127.0.0.1", 0}, std::move(routes));
+  ASSERT_TRUE(server) << server.error().message();
+  httplib::Client client("127.0.0.1", (*server)->port());
+  EXPECT_EQ(client.Get("/readyz?exclude=serving&exclude=certificate&verbose")->body,
+            "exclude=serving;exclude=certificate;verbose=;");
+  EXPECT_EQ(client.Get("/readyz")->body, "");
 }
 
 TEST(Server, APortInUseIsAnErrorNamingTheAddress) {

@@ -12,6 +12,7 @@
 
 #include "fakes/fake_client.h"
 #include "support/temp_dir.h"
+#include "support/tls_server.h"
 
 namespace certctl::loop {
 namespace {
@@ -126,6 +127,99 @@ TEST(Sidecar, AFollowerWritesNothingAndSaysWhoItWaitsFor) {
   EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kSecrets), 0);
   EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 0);
   EXPECT_EQ(running.metrics().leader.Value({}), 0);
+}
+
+// The fake API has no watch: every watch keeps failing, as when the API server drops them.
+// A caBundle wiped meanwhile must still be repaired (and readiness re-judged) by polling.
+TEST(Sidecar, WhileWatchesFailAWipedBundleIsRepairedByPolling) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  Running running(api, Config(dir));
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady(); }));
+  Json wiped = *api.Object(kube::kValidatingWebhookConfigurations, "", "hook");
+  wiped["webhooks"][0]["clientConfig"].erase("caBundle");
+  api.Put(kube::kValidatingWebhookConfigurations, wiped);
+  EXPECT_TRUE(Eventually([&] {
+    const auto stored = api.Object(kube::kValidatingWebhookConfigurations, "", "hook");
+    return stored && stored->at("webhooks")[0]["clientConfig"].contains("caBundle");
+  }));
+  EXPECT_EQ(api.CountOf(Verb::kPatch, kube::kValidatingWebhookConfigurations), 2);
+}
+
+TEST(Sidecar, AnUnreachableApiKeepsReadinessButARefusalEndsIt) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  Running running(api, Config(dir));
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady(); }));
+  const auto failed_passes = [&] { return running.metrics().reconciles.Value({"error"}); };
+
+  api.InjectFailure(Verb::kGet, kube::kSecrets,
+                    Error(ErrorCode::kUnavailable, "get secret/infra/webhook-server-cert: 503"), 2);
+  running.sidecar().Reconcile("test");
+  ASSERT_TRUE(Eventually([&] { return failed_passes() >= 2; }));
+  EXPECT_FALSE(running.sidecar().NotReady());
+  EXPECT_TRUE(std::filesystem::exists(dir / "ready"));
+
+  api.InjectFailure(Verb::kGet, kube::kSecrets,
+                    Error(ErrorCode::kPermissionDenied, "secrets is forbidden"), 1000);
+  running.sidecar().Reconcile("test");
+  ASSERT_TRUE(Eventually([&] {
+    const auto why = running.sidecar().NotReady();
+    return why && why->find("forbidden") != std::string::npos;
+  }));
+  EXPECT_FALSE(std::filesystem::exists(dir / "ready"));
+}
+
+// --serving-addr: ready only once the webhook's listener verifies against the bundle the
+// target holds; the ready file and /readyz?exclude=serving need the certificate alone.
+TEST(Sidecar, TheServingCheckWaitsForTheWebhookToServeATrustedCertificate) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  testing::TlsServer webhook(testing::TlsServer::Mode::kTls);  // no certificate yet
+  SidecarConfig config = Config(dir);
+  config.serving = ServingCheck{{"127.0.0.1", webhook.port()}, "hook.infra.svc"};
+  Running running(api, config);
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady({"serving"}); }));
+  EXPECT_TRUE(std::filesystem::exists(dir / "ready"));
+  ASSERT_TRUE(Eventually([&] {
+    const auto why = running.sidecar().NotReady();
+    return why && why->starts_with("serving: TLS handshake with 127.0.0.1:");
+  })) << running.sidecar().NotReady().value_or("ready");
+  EXPECT_EQ(running.metrics().ready.Value({}), 0);
+  const auto checks = running.sidecar().Readiness();
+  ASSERT_EQ(checks.size(), 2U);
+  EXPECT_EQ(checks[0].name, "certificate");
+  EXPECT_TRUE(checks[0].ok);
+  EXPECT_EQ(checks[1].name, "serving");
+  EXPECT_FALSE(checks[1].ok);
+
+  // The webhook loads what certctl wrote to the folder.
+  const auto files = certdir::ReadServingFiles(dir / "tls").value().value();
+  webhook.SetPair(files.tls_crt, files.tls_key);
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady(); }))
+      << *running.sidecar().NotReady();
+  EXPECT_EQ(running.metrics().ready.Value({}), 1);
+  EXPECT_GT(webhook.handshakes(), 0);
+
+  // A webhook serving a certificate the target does not trust is not ready.
+  TempDir elsewhere;
+  SidecarConfig other = Config(elsewhere);
+  FakeClient other_api;
+  other_api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  {
+    Running stranger(other_api, other);
+    ASSERT_TRUE(Eventually([&] { return !stranger.sidecar().NotReady(); }));
+  }
+  const auto foreign = certdir::ReadServingFiles(elsewhere / "tls").value().value();
+  webhook.SetPair(foreign.tls_crt, foreign.tls_key);
+  ASSERT_TRUE(Eventually([&] {
+    const auto why = running.sidecar().NotReady();
+    return why && why->find("does not verify against the caBundle") != std::string::npos;
+  })) << running.sidecar().NotReady().value_or("ready");
+  EXPECT_TRUE(std::filesystem::exists(dir / "ready"));
 }
 
 }  // namespace
