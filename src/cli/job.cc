@@ -30,28 +30,19 @@ Result<std::string> StoredBundle(kube::Client& client, const std::string& ns,
                                  const std::string& name, const pki::ValidationPolicy& policy,
                                  const Clock& clock) {
   const std::string object = controller::SecretObjectName(ns, name);
-  auto secret = client.Get(kube::kSecrets, ns, name);
-  if (!secret) {
-    return Fail(secret.error().Wrap("get " + object));
+  auto stored = controller::ReadStoredSecret(client, ns, name, policy, clock.Now());
+  if (!stored) {
+    return Fail(stored.error());
   }
-  if (!secret->has_value()) {
+  if (!stored->has_value()) {
     return Fail(ErrorCode::kNotFound, object + " does not exist; run the secret phase first");
   }
-  auto read = controller::ReadSecretPair(**secret);
-  if (!read) {
-    return Fail(read.error());
-  }
-  controller::SecretPair& pair = *read;
-  std::vector<Finding> findings = pair.findings;
-  const std::vector<Finding> validation =
-      pki::Validate(pair.source, policy, clock.Now()).AllFindings();
-  findings.insert(findings.end(), validation.begin(), validation.end());
-  if (!findings.empty()) {
+  if (!(*stored)->findings.empty()) {
     return Fail(ErrorCode::kFailedPrecondition, object + " does not hold a valid pair (" +
-                                                    JoinFindings(findings) +
+                                                    JoinFindings((*stored)->findings) +
                                                     "); run the secret phase first");
   }
-  return *pair.source.ca_pem;
+  return *(*stored)->pair.source.ca_pem;
 }
 
 }  // namespace

@@ -59,20 +59,16 @@ Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::
   CheckReport report;
   const std::string secret_object = SecretObjectName(ns, name);
   report.source = "secret " + std::string(ns) + "/" + std::string(name);
-  auto secret = client.Get(kube::kSecrets, ns, name);
-  if (!secret) {
-    return Fail(secret.error().Wrap("get " + secret_object));
+  auto stored = ReadStoredSecret(client, ns, name, policy, now);
+  if (!stored) {
+    return Fail(stored.error());
   }
-  if (!secret->has_value()) {
+  if (!stored->has_value()) {
     report.other_findings.push_back({FindingCode::kMissing, secret_object, "does not exist"});
     return report;
   }
-  auto pair = ReadSecretPair(**secret);
-  if (!pair) {
-    return Fail(pair.error());
-  }
-  report.other_findings = std::move(pair->findings);
-  report.validation = pki::Validate(pair->source, policy, now);
+  report.other_findings = std::move((*stored)->pair.findings);
+  report.validation = std::move((*stored)->validation);
   return report;
 }
 

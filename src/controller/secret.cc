@@ -88,4 +88,27 @@ Result<SecretPair> ReadSecretPair(const nlohmann::json& secret) {
   return pair;
 }
 
+Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::string_view ns,
+                                                     std::string_view name,
+                                                     const pki::ValidationPolicy& policy,
+                                                     TimePoint now) {
+  auto object = client.Get(kube::kSecrets, ns, name);
+  if (!object) {
+    return Fail(object.error().Wrap("get " + SecretObjectName(ns, name)));
+  }
+  if (!object->has_value()) {
+    return std::optional<StoredSecret>();
+  }
+  auto pair = ReadSecretPair(**object);
+  if (!pair) {
+    return Fail(pair.error());
+  }
+  StoredSecret stored{std::move(*pair), {}, {}};
+  stored.validation = pki::Validate(stored.pair.source, policy, now);
+  stored.findings = stored.validation.AllFindings();
+  stored.findings.insert(stored.findings.end(), stored.pair.findings.begin(),
+                         stored.pair.findings.end());
+  return std::optional<StoredSecret>(std::move(stored));
+}
+
 }  // namespace certctl::controller

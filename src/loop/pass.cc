@@ -74,34 +74,31 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
                                 const Clock& clock) {
   PassReport report;
   const std::string object = controller::SecretObjectName(config.secret.ns, config.secret.name);
-  auto stored = client.Get(kube::kSecrets, config.secret.ns, config.secret.name);
+  auto stored = controller::ReadStoredSecret(client, config.secret.ns, config.secret.name,
+                                             controller::PolicyFor(config.secret), clock.Now());
   if (!stored) {
-    return Fail(stored.error().Wrap("get " + object));
+    return Fail(stored.error());
   }
-  if (!*stored) {
+  if (!stored->has_value()) {
     report.not_ready = "waiting for the leader to create " + object;
     return report;
   }
-  auto read = controller::ReadSecretPair(**stored);
-  if (!read) {
-    return Fail(read.error());
-  }
-  controller::SecretPair& pair = *read;
-  controller::CheckReport check;
-  check.source = object;
-  check.validation = pki::Validate(pair.source, controller::PolicyFor(config.secret), clock.Now());
-  RecordExpiry(check.validation, report);
-  if (!pair.findings.empty() || !check.validation.ok()) {
-    std::vector<Finding> findings = check.validation.AllFindings();
-    findings.insert(findings.end(), pair.findings.begin(), pair.findings.end());
-    report.not_ready = "waiting for the leader to repair " + object + ": " + JoinFindings(findings);
+  const controller::StoredSecret& secret = **stored;
+  RecordExpiry(secret.validation, report);
+  if (!secret.findings.empty()) {
+    report.not_ready =
+        "waiting for the leader to repair " + object + ": " + JoinFindings(secret.findings);
     return report;
   }
-  if (auto published = PublishFolder(config, *pair.source.cert_pem, *pair.source.key_pem,
-                                     *pair.source.ca_pem, clock, report);
+  const pki::PairSource& pair = secret.pair.source;
+  if (auto published =
+          PublishFolder(config, *pair.cert_pem, *pair.key_pem, *pair.ca_pem, clock, report);
       !published) {
     return Fail(published.error());
   }
+  controller::CheckReport check;
+  check.source = object;
+  check.validation = secret.validation;
   if (auto checked = controller::CheckTargets(client, config.targets, check); !checked) {
     return Fail(checked.error());
   }
@@ -117,7 +114,7 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
     }
   }
   if (report.target_bundles.empty()) {
-    report.target_bundles = {*pair.source.ca_pem};  // no targets: what the Secret says to trust
+    report.target_bundles = {*pair.ca_pem};  // no targets: what the Secret says to trust
   }
   report.ready = true;
   return report;

@@ -1,12 +1,15 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "certctl/kube/client.h"
 #include "certctl/pki/validate.h"
+#include "certctl/util/clock.h"
 #include "certctl/util/finding.h"
 #include "certctl/util/result.h"
 
@@ -34,5 +37,22 @@ struct SecretPair {
 // resourceVersion that is not a string) is a kBadResponse error naming the Secret and the
 // field: never read as "no data", which would make certctl replace a good CA.
 Result<SecretPair> ReadSecretPair(const nlohmann::json& secret);
+
+// A Secret as stored, read and judged.
+struct StoredSecret {
+  SecretPair pair;
+  pki::ValidationReport validation;
+  // The pair's findings and the validation's together: empty when the Secret holds a
+  // valid pair that certctl may serve and inject.
+  std::vector<Finding> findings;
+};
+
+// GETs the Secret and judges it against `policy` at `now`. nullopt when it does not exist;
+// an error when it could not be read (wrapped with "get secret/ns/name") or the answer is
+// unusable (see ReadSecretPair).
+Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::string_view ns,
+                                                     std::string_view name,
+                                                     const pki::ValidationPolicy& policy,
+                                                     TimePoint now);
 
 }  // namespace certctl::controller
