@@ -6,7 +6,6 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -18,6 +17,7 @@
 #include "certctl/metrics/registry.h"
 #include "certctl/pki/names.h"
 #include "certctl/util/host_port.h"
+#include "certctl/util/random.h"
 
 #include "cli/exit_codes.h"
 #include <pthread.h>
@@ -42,13 +42,7 @@ std::string DefaultIdentity(const Environment& env) {
     char host[256] = {};
     base = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "certctl";
   }
-  std::mt19937_64 random(std::random_device{}());
-  constexpr std::string_view kChars = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string suffix;
-  for (int i = 0; i < 8; ++i) {
-    suffix += kChars[random() % kChars.size()];
-  }
-  return base + "_" + suffix;
+  return base + "_" + RandomSuffix();
 }
 
 void Log(loop::LogLevel level, const std::string& message) {

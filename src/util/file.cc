@@ -2,7 +2,8 @@
 
 #include <cerrno>
 #include <cstring>
-#include <random>
+
+#include "certctl/util/random.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -34,16 +35,6 @@ class FileDescriptor {
  private:
   int fd_;
 };
-
-std::string RandomSuffix() {
-  static thread_local std::mt19937_64 engine(std::random_device{}());
-  constexpr std::string_view kChars = "abcdefghijklmnopqrstuvwxyz0123456789";
-  std::string suffix;
-  for (int i = 0; i < 8; ++i) {
-    suffix += kChars[engine() % kChars.size()];
-  }
-  return suffix;
-}
 
 }  // namespace
 
