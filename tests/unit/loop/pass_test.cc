@@ -12,6 +12,7 @@
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
 #include "support/temp_dir.h"
+#include "unit/loop/fixtures.h"
 
 namespace certctl::loop {
 namespace {
@@ -23,30 +24,12 @@ using kube::Json;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-constexpr char kNs[] = "infra";
-constexpr char kSecret[] = "webhook-server-cert";
+using fixtures::kNs;
+using fixtures::kSecret;
+using fixtures::Vwc;
 constexpr auto kDay = std::chrono::hours(24);
 
-// A configuration as applied from a manifest: no caBundle yet.
-Json Vwc(const std::string& name) {
-  const Json webhook = {{"name", "a.hook.io"},
-                        {"clientConfig", {{"service", {{"name", "hook"}, {"namespace", kNs}}}}}};
-  return {{"metadata", {{"name", name}}}, {"webhooks", {webhook}}};
-}
-
-PassConfig Config(const std::filesystem::path& dir) {
-  PassConfig config;
-  config.secret.ns = kNs;
-  config.secret.name = kSecret;
-  config.secret.identity.service = "hook";
-  config.secret.identity.namespace_name = kNs;
-  config.secret.ca.common_name = "hook-ca";
-  config.secret.ca.validity = 365 * kDay;
-  config.secret.leaf_validity = 90 * kDay;
-  config.targets.validating_webhooks = {"hook"};
-  config.cert_dir = dir;
-  return config;
-}
+PassConfig Config(const std::filesystem::path& dir) { return fixtures::HookPass(dir); }
 
 std::string Data(const FakeClient& api, const std::string& key) {
   const Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();

@@ -13,6 +13,7 @@
 #include "fakes/fake_client.h"
 #include "support/temp_dir.h"
 #include "support/tls_server.h"
+#include "unit/loop/fixtures.h"
 
 namespace certctl::loop {
 namespace {
@@ -24,23 +25,12 @@ using kube::Json;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
-constexpr char kNs[] = "infra";
-
-Json Vwc() {
-  const Json webhook = {{"name", "a.hook.io"},
-                        {"clientConfig", {{"service", {{"name", "hook"}, {"namespace", kNs}}}}}};
-  return {{"metadata", {{"name", "hook"}}}, {"webhooks", {webhook}}};
-}
+using fixtures::kNs;
+using fixtures::Vwc;
 
 SidecarConfig Config(const TempDir& dir) {
   SidecarConfig config;
-  config.pass.secret.ns = kNs;
-  config.pass.secret.name = "webhook-server-cert";
-  config.pass.secret.identity.service = "hook";
-  config.pass.secret.identity.namespace_name = kNs;
-  config.pass.secret.ca.common_name = "hook-ca";
-  config.pass.targets.validating_webhooks = {"hook"};
-  config.pass.cert_dir = dir / "tls";
+  config.pass = fixtures::HookPass(dir / "tls");
   config.ready_file = dir / "ready";
   return config;
 }
