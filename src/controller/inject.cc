@@ -55,6 +55,14 @@ Result<int> InjectInto(kube::Client& client, TargetObject target, const std::str
     if (!fresh->has_value()) {
       return Fail(ErrorCode::kNotFound, object + " was deleted while its caBundle was written");
     }
+    // Unchanged, the object cannot have failed the patch's `test`: the server refused the
+    // patch itself (a validating admission policy, say), and trying again would not help.
+    const auto fresh_version = kube::ResourceVersion(**fresh, object);
+    const auto read_version = kube::ResourceVersion(target.object, object);
+    if (code == ErrorCode::kInvalidArgument && fresh_version && read_version &&
+        !fresh_version->empty() && *fresh_version == *read_version) {
+      return Fail(patched.error().Wrap("patch " + object));
+    }
     target.object = std::move(**fresh);
   }
   return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +

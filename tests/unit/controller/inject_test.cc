@@ -425,14 +425,38 @@ TEST(InjectBundle, ConflictOnPatchIsRetriedFromAFreshRead) {
 
 TEST(InjectBundle, RejectedTestOperationIsRetriedFromAFreshRead) {
   Cluster cluster;
+  // The MWC changes after it was read, and its patch's `test` fails on that change.
+  InterposingClient client(cluster.client, [](FakeClient& other) {
+    Json mwc = *other.Object(kMutatingWebhookConfigurations, "", kMwc);
+    mwc["metadata"]["labels"]["changed"] = "yes";
+    other.Put(kMutatingWebhookConfigurations, mwc);
+  });
   cluster.client.InjectFailure(
       Verb::kPatch, kMutatingWebhookConfigurations,
       Error(ErrorCode::kInvalidArgument, "the server rejected our request: test operation failed"));
-  auto outcome = InjectBundle(cluster.client, AllFour(), kBundle, Options(), cluster.clock);
+  auto outcome = InjectBundle(client, AllFour(), kBundle, Options(), cluster.clock);
   ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
   EXPECT_EQ(outcome->patched_objects, 4);
   EXPECT_THAT(Bundles(cluster.Mwc()), ElementsAre(kBundle, kBundle));
   EXPECT_EQ(cluster.client.CountOf(Verb::kGet, kMutatingWebhookConfigurations, kMwc), 2);
+}
+
+TEST(InjectBundle, APatchRefusedAsInvalidWhileTheObjectIsUnchangedIsNotRetried) {
+  Cluster cluster;
+  const Json before = cluster.Mwc();
+  cluster.client.InjectFailure(
+      Verb::kPatch, kMutatingWebhookConfigurations,
+      Error(ErrorCode::kInvalidArgument,
+            "admission policy \"no-ca-bundles\" denied the request: caBundle is managed"),
+      1000);
+  auto outcome = InjectBundle(cluster.client, AllFour(), kBundle, Options(), cluster.clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(outcome.error().message(),
+              AllOf(StartsWith("patch mutatingwebhookconfiguration/"),
+                    HasSubstr("denied the request: caBundle is managed")));
+  EXPECT_EQ(cluster.client.CountOf(Verb::kPatch, kMutatingWebhookConfigurations), 1);
+  EXPECT_EQ(cluster.Mwc(), before);
 }
 
 TEST(InjectBundle, WebhooksReorderedBeforeThePatchStillGetTheBundleAndKeepTheChange) {
