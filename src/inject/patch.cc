@@ -29,6 +29,13 @@ Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohman
             {{"op", "test"}, {"path", "/spec/conversion/strategy"}, {"value", "Webhook"}});
         break;
       case TargetKind::kApiService:
+        // Pinned to the service it was read with: the bundle is for that server alone. (A
+        // local APIService has no service and no use for a bundle; nothing to pin.)
+        if (object.contains("spec") && object["spec"].is_object() &&
+            object["spec"].contains("service") && object["spec"]["service"].is_object()) {
+          operations.push_back(
+              {{"op", "test"}, {"path", "/spec/service"}, {"value", object["spec"]["service"]}});
+        }
         break;
     }
     // "add" sets an object member whether or not it exists yet.

@@ -164,9 +164,15 @@ TEST(BundlePatch, CrdWriteIsPinnedToTheWebhookStrategy) {
 TEST(BundlePatch, ApiServiceWritesSpecCaBundle) {
   Json api = ApiService(kOldBundle);
   const Json patch = MustPatch(TargetKind::kApiService, api);
-  EXPECT_EQ(patch,
-            Json::array({Json(
-                {{"op", "add"}, {"path", "/spec/caBundle"}, {"value", Base64Encode(kBundle)}})}));
+  // Pinned by a test of the service it was read with, so it is safe to repeat and cannot
+  // land on an APIService re-pointed at another server meanwhile.
+  EXPECT_EQ(
+      patch,
+      Json::array(
+          {Json({{"op", "test"},
+                 {"path", "/spec/service"},
+                 {"value", {{"namespace", "ns"}, {"name", "svc"}}}}),
+           Json({{"op", "add"}, {"path", "/spec/caBundle"}, {"value", Base64Encode(kBundle)}})}));
   // A missing caBundle is filled the same way.
   api["spec"].erase("caBundle");
   EXPECT_EQ(MustPatch(TargetKind::kApiService, api), patch);
@@ -216,6 +222,18 @@ TEST(BundlePatch, ReorderedWebhooksMakeThePatchFail) {
   EXPECT_EQ(ChangedPaths(reordered, patched),
             std::vector<std::string>{"/webhooks/0/clientConfig/caBundle"});
   EXPECT_EQ(patched["webhooks"][0]["name"], "b.example.com");
+}
+
+TEST(BundlePatch, ApiServiceRepointedAtAnotherServiceRejectsThePatch) {
+  const Json api = ApiService(kOldBundle);
+  const Json patch = MustPatch(TargetKind::kApiService, api);
+  Json repointed = api;
+  repointed["spec"]["service"]["name"] = "other";
+  EXPECT_THROW((void)repointed.patch(patch), Json::exception);
+  // A local APIService (no service) gets a plain add: there is nothing to pin it to.
+  Json local = api;
+  local["spec"].erase("service");
+  EXPECT_EQ(OpsOfKind(MustPatch(TargetKind::kApiService, local), "test").size(), 0U);
 }
 
 TEST(BundlePatch, CrdThatStoppedUsingWebhookConversionRejectsThePatch) {
