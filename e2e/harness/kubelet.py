@@ -1,4 +1,6 @@
 """JobRunner: the harness plays the kubelet (and the Job controller) for batch/v1 Jobs.
+PodContainer (at the end): it plays the kubelet for one long-running container of a pod
+template, such as the native sidecar of a Deployment.
 
 There is no container runtime on the test machines, so Helm hook Jobs would never finish.
 A JobRunner watches Jobs in all namespaces of an emulator and runs each new one as a local
@@ -806,3 +808,211 @@ class JobRunner:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+# --- one long-running container of a pod template -------------------------------------------
+
+
+def stored_rbac_rules(cluster, namespace, service_account):
+    """The emulator rules that the RBAC objects stored in the emulator grant
+    system:serviceaccount:<namespace>:<service_account> (see service_account_rules)."""
+    def items(resource):
+        resp = cluster.api("GET", f"{RBAC}/{resource}")
+        if resp.status != 200:
+            raise EmulatorError(f"GET {RBAC}/{resource}: {resp.status} {resp.body[:300]!r}")
+        return resp.json().get("items") or []
+    return service_account_rules(namespace, service_account, items("roles"),
+                                 items("clusterroles"), items("rolebindings"),
+                                 items("clusterrolebindings"))
+
+
+def free_ports(count):
+    """`count` distinct free loopback ports (all bound at once, then released)."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class ContainerProcess:
+    """A long-running container as a local process: `argv` with `env` added to a scrubbed
+    copy of the harness's environment (as JobRunner scrubs it), its own folder `dir`
+    (cwd and HOME), stdout and stderr in files there. `get(path, port)` asks its HTTP
+    endpoints; `stop()` sends SIGTERM and kills after a grace period. A context manager:
+    nothing outlives the `with`."""
+
+    def __init__(self, argv, env, dir, name="container"):
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.dir = dir
+        self.name = name
+        self.proc = None
+        os.makedirs(dir, exist_ok=True)
+        self.stdout_path = os.path.join(dir, f"{name}.stdout")
+        self.stderr_path = os.path.join(dir, f"{name}.stderr")
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb):
+        self.stop()
+
+    def start(self):
+        env = {k: v for k, v in os.environ.items()
+               if k not in SCRUBBED and not k.startswith(SCRUBBED_PREFIXES)}
+        env["HOME"] = self.dir
+        env.update(self.env)
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(self.argv, env=env, cwd=self.dir,
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         start_new_session=True)
+        return self
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self):
+        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def get(self, path, port):
+        """(status, body) of GET http://127.0.0.1:port/path; (None, why) when nothing
+        answers."""
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode(errors="replace")
+        except OSError as e:
+            return None, f"{type(e).__name__}: {e}"
+        finally:
+            conn.close()
+
+    def stop(self, sig=signal.SIGTERM, grace=5.0):
+        """Signal the process group, wait up to `grace` seconds, then SIGKILL; returns the
+        exit code (negative: killed by a signal)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        return self.proc.returncode
+
+
+def pod_container(cluster, pod_spec, container_name, namespace, image_map, dir,
+                  pod_name=None, args=None):
+    """The container `container_name` of a pod template (containers or initContainers, so
+    a native sidecar too) as a ContainerProcess, not started, the way a kubelet would run
+    it in a pod of `namespace`:
+
+    * argv: the image (or command[0]) mapped to a local executable through `image_map` as
+      JobRunner maps it, then command[1:] and the args; `args(list) -> list` may rewrite
+      them first (a local folder for a mounted volume, free ports for the container's);
+    * env: KUBERNETES_SERVICE_HOST/PORT of the emulator, HOSTNAME = the pod name, the
+      container's env (value, with $(VAR) expansion; valueFrom.fieldRef metadata.name,
+      metadata.namespace, metadata.uid, spec.serviceAccountName), and
+      CERTCTL_SERVICEACCOUNT_DIR, a folder laid out as the mounted service-account token;
+    * the token is that of system:serviceaccount:<namespace>:<serviceAccountName> with
+      exactly the rules the RBAC objects stored in the emulator grant it now
+      (stored_rbac_rules), registered in the emulator under that name.
+
+    Anything else of the pod (probes, volumes, securityContext) is the caller's to check."""
+    containers = (pod_spec.get("initContainers") or []) + (pod_spec.get("containers") or [])
+    found = [c for c in containers if c.get("name") == container_name]
+    if len(found) != 1:
+        raise ConfigError("CreateContainerConfigError",
+                          f"expected one container {container_name!r}, found {len(found)}")
+    container = found[0]
+    sa = pod_spec.get("serviceAccountName") or "default"
+    pod_name = pod_name or f"{container_name}-" + "".join(
+        random.choice(POD_NAME_CHARS) for _ in range(5))
+    fields = {"metadata.name": pod_name, "metadata.namespace": namespace,
+              "metadata.uid": str(uuid.uuid4()), "spec.serviceAccountName": sa}
+    env = {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+           "KUBERNETES_SERVICE_PORT": str(cluster.port), "HOSTNAME": pod_name}
+    for item in container.get("env") or []:
+        source = item.get("valueFrom")
+        if source is None:
+            env[item["name"]] = expand(item.get("value", ""), env)
+        elif (source.get("fieldRef") or {}).get("fieldPath") in fields:
+            env[item["name"]] = fields[source["fieldRef"]["fieldPath"]]
+        else:
+            raise ConfigError("CreateContainerConfigError",
+                              f"kubelet emulation: env {item['name']}: valueFrom {source} "
+                              f"is not supported")
+    command = [expand(a, env) for a in container.get("command") or []]
+    argv_args = [expand(a, env) for a in container.get("args") or []]
+    if command:
+        executable = image_map.get(posixpath.basename(command[0]))
+        rest = command[1:] + argv_args
+    else:
+        executable = image_map.get(image_repository(container.get("image", "")))
+        rest = argv_args
+    if executable is None:
+        raise ConfigError("ErrImagePull", f"kubelet emulation: no local executable for "
+                                          f"{command[:1] or container.get('image')!r}")
+    if args is not None:
+        rest = args(list(rest))
+
+    user = f"system:serviceaccount:{namespace}:{sa}"
+    rules = stored_rbac_rules(cluster, namespace, sa)
+    token = secrets.token_hex(16)
+    resp = cluster.api("POST", "/_emulator/users", {
+        "name": user, "groups": service_account_groups(namespace), "rules": rules,
+        "token": token})
+    if resp.status >= 300:
+        raise EmulatorError(f"register {user}: {resp.status} {resp.body!r}")
+    sa_dir = os.path.join(dir, "serviceaccount")
+    os.makedirs(sa_dir, exist_ok=True)
+    for fname, content in (("token", token), ("namespace", namespace)):
+        with open(os.path.join(sa_dir, fname), "w", encoding="utf-8") as f:
+            f.write(content)
+    shutil.copyfile(cluster.ca_path, os.path.join(sa_dir, "ca.crt"))
+    env["CERTCTL_SERVICEACCOUNT_DIR"] = sa_dir
+    process = ContainerProcess([os.path.abspath(executable), *rest], env, dir,
+                               name=container_name)
+    process.user = user
+    process.rules = rules
+    process.pod_name = pod_name
+    return process
+
+
+def rewrite_flags(args, values):
+    """`args` with the value of each flag in `values` replaced ({"--cert-dir": "/tmp/x"}):
+    what a local process needs instead of a mounted folder or a container port. Each flag
+    must be there exactly once, as `--flag value` or `--flag=value`; nothing else changes."""
+    out, seen, i = [], {}, 0
+    while i < len(args):
+        arg = args[i]
+        name, eq, _ = arg.partition("=")
+        if eq and name in values:
+            out.append(f"{name}={values[name]}")
+            seen[name] = seen.get(name, 0) + 1
+        elif arg in values and i + 1 < len(args):
+            out += [arg, values[arg]]
+            seen[arg] = seen.get(arg, 0) + 1
+            i += 1
+        else:
+            out.append(arg)
+        i += 1
+    wrong = {flag: seen.get(flag, 0) for flag in values if seen.get(flag, 0) != 1}
+    if wrong:
+        raise ConfigError("CreateContainerConfigError",
+                          f"expected each flag once in {args}, found {wrong}")
+    return out

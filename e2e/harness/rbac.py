@@ -4,15 +4,29 @@ grant certctl exactly what the chart grants:
 
     rules = emulator_rules("job", "webhook-server-cert", "infra",
                            {"validatingWebhooks": ["hook"], "crds": ["widgets.hook.io"]})
+    rules = emulator_rules("sidecar", "webhook-server-cert", "infra",
+                           {"validatingWebhooks": ["hook"]}, sidecar={"leaderElection": True})
     cluster.add_user("system:serviceaccount:infra:certctl", rules)
 
 `targets` has the shape of the chart's `targets` value (validatingWebhooks, mutatingWebhooks,
 crds, apiServices: lists of names; webhookSelector: a selector string); keys left out keep
-the chart's defaults (none).
+the chart's defaults (none). `sidecar` overrides keys of the chart's `sidecar` value
+(replicas, leaderElection, leaseName); the table's value paths are read as the chart
+resolves them (certctl.resolvedValues): leaderElection null means replicas > 1, an empty
+leaseName means <secretName>-certctl.
+
+Scopes: "namespace" rules go to the Role in the Secret's namespace, "default" rules to the
+Role in the namespace default (Events about cluster-scoped objects), "cluster" rules to the
+ClusterRole.
+
+`request_name(entry)` is the name a request of the emulator's log is authorized for: a
+list or watch pinned by fieldSelector=metadata.name=X counts as a request for X, as the API
+server's RequestInfo has it.
 """
 
 import copy
 import os
+import urllib.parse
 
 import yaml
 
@@ -20,7 +34,8 @@ from .helm import REPO
 
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 PERMISSIONS = os.path.join(CHART, "permissions.yaml")
-SCOPES = ("namespace", "cluster")
+SCOPES = ("namespace", "default", "cluster")
+DEFAULT_NAMESPACE = "default"  # where certctl records Events about cluster-scoped objects
 
 
 class Grant:
@@ -42,29 +57,40 @@ class Grant:
 
     def emulator_rule(self, namespace):
         """The policy rule in the emulator's form: namespace-scoped rules are limited to
-        `namespace` (the Secret's), as the chart's RoleBinding limits them."""
+        `namespace` (the Secret's), "default" rules to the namespace default, as the
+        chart's RoleBindings limit them."""
         out = copy.deepcopy(self.policy)
         if self.scope == "namespace":
             out["namespaces"] = [namespace]
+        elif self.scope == "default":
+            out["namespaces"] = [DEFAULT_NAMESPACE]
         return out
 
 
 def table_rules(mode):
-    """The table's rules for `mode` ("job"), as written (deep copies)."""
+    """The table's rules for `mode` ("job", "sidecar"), as written (deep copies)."""
     with open(PERMISSIONS, encoding="utf-8") as f:
         table = yaml.safe_load(f)
     return copy.deepcopy(table["modes"][mode]["rules"])
 
 
-def chart_values(secret_name, targets):
-    """The chart's default values with `secretName` and `targets` set."""
+def chart_values(secret_name, targets, sidecar=None):
+    """The chart's default values with `secretName`, `targets` and keys of `sidecar` set,
+    resolved as the chart's certctl.resolvedValues resolves them."""
     with open(os.path.join(CHART, "values.yaml"), encoding="utf-8") as f:
         values = yaml.safe_load(f)
-    unknown = set(targets) - set(values["targets"])
-    if unknown:
-        raise KeyError(f"not a key of the chart's targets: {sorted(unknown)}")
+    for key, given, known in (("targets", targets, values["targets"]),
+                              ("sidecar", sidecar or {}, values["sidecar"])):
+        unknown = set(given) - set(known)
+        if unknown:
+            raise KeyError(f"not a key of the chart's {key}: {sorted(unknown)}")
     values["secretName"] = secret_name
     values["targets"].update(copy.deepcopy(targets))
+    values["sidecar"].update(copy.deepcopy(sidecar or {}))
+    resolved = values["sidecar"]
+    if resolved.get("leaderElection") is None:
+        resolved["leaderElection"] = int(resolved["replicas"]) > 1
+    resolved["leaseName"] = resolved.get("leaseName") or f"{secret_name}-certctl"
     return values
 
 
@@ -77,12 +103,12 @@ def value_at(values, path):
     return value
 
 
-def grants(mode, secret_name, targets):
-    """The table's rules of `mode` that the chart grants for this Secret and these targets,
-    in table order: a rule limited to named objects only when the value names some (an
-    empty resourceNames would cover everything), a rule with `when` only when that value
-    is set."""
-    values = chart_values(secret_name, targets)
+def grants(mode, secret_name, targets, sidecar=None):
+    """The table's rules of `mode` that the chart grants for this Secret, these targets and
+    these sidecar settings, in table order: a rule limited to named objects only when the
+    value names some (an empty resourceNames would cover everything), a rule with `when`
+    only when that value is set."""
+    values = chart_values(secret_name, targets, sidecar)
     out = []
     for rule in table_rules(mode):
         if rule.get("when") and not value_at(values, rule["when"]):
@@ -99,16 +125,33 @@ def grants(mode, secret_name, targets):
     return out
 
 
-def policy_rules(mode, secret_name, targets):
-    """{"namespace": [PolicyRule, ...], "cluster": [...]}: the rules of the chart's Role
-    (in the Secret's namespace) and of its ClusterRole."""
+def policy_rules(mode, secret_name, targets, sidecar=None):
+    """{"namespace": [PolicyRule, ...], "default": [...], "cluster": [...]}: the rules of
+    the chart's Role in the Secret's namespace, of its Role in the namespace default, and
+    of its ClusterRole."""
     by_scope = {scope: [] for scope in SCOPES}
-    for grant in grants(mode, secret_name, targets):
+    for grant in grants(mode, secret_name, targets, sidecar):
         by_scope[grant.scope].append(grant.policy)
     return by_scope
 
 
-def emulator_rules(mode, secret_name, namespace, targets):
+def emulator_rules(mode, secret_name, namespace, targets, sidecar=None):
     """The emulator policy rules (cluster.add_user) that the chart's RBAC amounts to for a
-    Secret `secret_name` in `namespace` and these targets."""
-    return [grant.emulator_rule(namespace) for grant in grants(mode, secret_name, targets)]
+    Secret `secret_name` in `namespace`, these targets and these sidecar settings."""
+    return [grant.emulator_rule(namespace)
+            for grant in grants(mode, secret_name, targets, sidecar)]
+
+
+def request_name(entry):
+    """The object name a request of the emulator's log (cluster.request_log()) was
+    authorized for: its own name, or for a list or watch without one, the name that
+    fieldSelector=metadata.name=X (or ==X) pins, as the API server's RequestInfo takes it."""
+    if entry["name"] or entry["verb"] not in ("list", "watch"):
+        return entry["name"]
+    query = urllib.parse.parse_qs(entry.get("query") or "")
+    for selector in query.get("fieldSelector", []):
+        for term in selector.split(","):
+            field, op, value = term.partition("==") if "==" in term else term.partition("=")
+            if op and not field.endswith("!") and field.strip() == "metadata.name":
+                return value.strip()
+    return ""

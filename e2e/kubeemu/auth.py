@@ -5,7 +5,10 @@ The policy file is JSON:
              "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"],
                         "resourceNames": ["tls"], "namespaces": ["ca"]}]}}}
 "*" is a wildcard in every list; a rule without "namespaces" is cluster-wide; a rule
-with resourceNames never matches a request without a name (as in RBAC). The file is
+with resourceNames never matches a request without a name (as in RBAC). As kube-apiserver's
+RequestInfo does, the server passes a list or watch pinned by fieldSelector=metadata.name=X
+(or ==X) as a request for X, so resourceNames can allow it (tests/emulator/
+test_emu_rbac_field_selector.py). The file is
 re-read whenever its mtime/size change. Users added through the admin API live in a
 second layer that the file never overwrites. The admin token bypasses authorization.
 """

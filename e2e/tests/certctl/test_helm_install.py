@@ -1,20 +1,25 @@
 """The chart for real: `helm install` and `helm upgrade` of manifests/helm/certctl against the
-emulator. The harness runs the hook Jobs with the certctl binary, as the Jobs' service account
-with exactly the chart's RBAC, so every request certctl makes is judged by that RBAC."""
+emulator. Mode job: the harness runs the hook Jobs with the certctl binary, as the Jobs'
+service account with exactly the chart's RBAC, so every request certctl makes is judged by
+that RBAC. Mode sidecar: the harness runs the certctl container of the installed Deployment
+the same way."""
 
 import base64
 import json
 import os
 import subprocess
+import time
 
 from harness.certctl import api_service, crd, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
+from harness.kubelet import free_ports, pod_container, rewrite_flags
 
 NS = "infra"
 RELEASE = "rel"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NS}:{RELEASE}-certctl"
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 VALUES = {
+    "mode": "job",
     "image": {"repository": "ghcr.io/certctl/certctl", "tag": "test"},
     "webhook": {"service": "hook"},
     "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
@@ -90,3 +95,68 @@ def test_helm_install_then_upgrade(cluster, kubelet, tmp_path):
     writes = [e for e in cluster.request_log()["writes"] if e["user"] == SERVICE_ACCOUNT]
     assert writes == []
     assert set(bundles(cluster)) == {ca}
+
+
+def test_helm_install_sidecar_mode_then_uninstall(cluster, tmp_path, certctl_binary):
+    """Mode sidecar, the default: `helm install` creates the webhook's Deployment, Service,
+    ServiceAccount and RBAC as release objects (no hooks, no Jobs). The certctl container of
+    the stored Deployment, run as a kubelet would run it with the token of the chart's
+    service account and exactly the RBAC the release created, gets ready; `helm uninstall`
+    then removes the release's objects and leaves the Secret and the caBundles."""
+    cluster.kubectl("create", "namespace", NS)
+    for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook", ["a.hook.io"]),
+                crd("widgets.hook.io")):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    values = {"webhook": {"service": "hook"},
+              "targets": {"validatingWebhooks": ["hook"], "crds": ["widgets.hook.io"]},
+              "sidecar": {"replicas": 2,
+                          "webhook": {"image": {"repository": "registry.example/hook",
+                                                "tag": "1.0"}}}}
+    (tmp_path / "sidecar.json").write_text(json.dumps(values))
+    env = helm_env(tmp_path / "helm-home", cluster.kubeconfig())
+    # No --wait: the emulator stores Deployments but runs no pods.
+    proc = subprocess.run([find_helm(), "install", RELEASE, CHART, "--namespace", NS, "-f",
+                           str(tmp_path / "sidecar.json")], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)[
+        "items"] == []
+    pod = json.loads(cluster.kubectl("get", "deployment", "hook", "-n", NS, "-o",
+                                     "json").stdout)["spec"]["template"]["spec"]
+
+    health, metrics = free_ports(2)
+    local = {"--cert-dir": str(tmp_path / "tls"), "--health-addr": f"127.0.0.1:{health}",
+             "--metrics-addr": f"127.0.0.1:{metrics}"}
+    process = pod_container(cluster, pod, "certctl", NS, {"certctl": certctl_binary},
+                            str(tmp_path / "pod"), args=lambda a: rewrite_flags(a, local))
+    assert process.user == SERVICE_ACCOUNT and "--leader-elect" in process.argv
+    with process:
+        deadline = time.monotonic() + 20
+        while process.get("/readyz", health)[0] != 200:
+            assert time.monotonic() < deadline, process.log()[-3000:]
+            time.sleep(0.05)
+    secret = json.loads(cluster.kubectl("get", "secret", "webhook-server-cert", "-n", NS,
+                                        "-o", "json").stdout)
+    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
+    vwc = json.loads(cluster.kubectl("get", "validatingwebhookconfiguration", "hook", "-o",
+                                     "json").stdout)
+    assert base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"]).decode() == ca
+    refused = [e for e in cluster.request_log()["requests"]
+               if e["user"] == SERVICE_ACCOUNT and e["code"] == 403]
+    assert refused == []
+
+    # --keep-history: purging the release record is a DELETE with a protobuf
+    # DeleteOptions body, which the emulator cannot decode yet.
+    proc = subprocess.run([find_helm(), "uninstall", "--keep-history", RELEASE, "--namespace",
+                           NS], capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for kind in ("deployment", "service", "serviceaccount", "role", "rolebinding"):
+        assert cluster.kubectl("get", kind, "-n", NS, "-o", "name").stdout == "", kind
+    assert cluster.kubectl("get", "role,rolebinding", "-n", "default", "-o",
+                           "name").stdout == ""
+    assert RELEASE not in cluster.kubectl("get", "clusterrole", "-o", "name").stdout
+    # The webhook keeps working: the Secret and the caBundle stay.
+    cluster.kubectl("get", "secret", "webhook-server-cert", "-n", NS)
+    vwc = json.loads(cluster.kubectl("get", "validatingwebhookconfiguration", "hook", "-o",
+                                     "json").stdout)
+    assert vwc["webhooks"][0]["clientConfig"]["caBundle"]

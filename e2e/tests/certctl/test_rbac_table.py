@@ -1,17 +1,24 @@
 """Granted == used: the chart's permission table (manifests/helm/certctl/permissions.yaml)
-against the requests `certctl job` really sends.
+against the requests `certctl job` (mode job) and `certctl run` (mode sidecar) really send.
 
-Each scenario runs the job against a fresh emulator as a user that holds exactly what the
+Each scenario runs certctl against a fresh emulator as a user that holds exactly what the
 table grants for the scenario's Secret and targets (harness/rbac.py). The request log then
 shows what the code used: every request must be granted, and every (rule, verb, resource)
 of the table must be the one grant that lets some request through, so the table grants
 nothing that no code path needs. Taking any single verb away must break the scenario that
-needs it. Last, the chart's rendered RBAC and the kustomize example must say what the table
+needs it. Last, the chart's rendered RBAC and the kustomize examples must say what the table
 says.
+
+A `certctl run` scenario is a sequence of steps, each an outcome the controller promises
+(ready, Events recorded, a blanked caBundle repaired by its watch, a Lease renewed); a step
+that does not happen within its bound breaks the scenario. A list or watch pinned by
+fieldSelector=metadata.name=X is authorized as a request for X (harness.rbac.request_name).
 """
 
+import base64
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -22,7 +29,8 @@ import yaml
 from harness import Cluster
 from harness.certctl import api_service, crd, run_certctl, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
-from harness.rbac import CHART, SCOPES, grants, policy_rules, table_rules
+from harness.kubelet import ContainerProcess, free_ports
+from harness.rbac import CHART, SCOPES, grants, policy_rules, request_name, table_rules
 from kubeemu.auth import rule_allows
 
 MODE = "job"
@@ -180,8 +188,8 @@ class Scenario:
     was taken, and `needs` are the (table rule, verb) pairs this scenario is the designated
     proof for: taking one of them away must make it fail."""
 
-    def __init__(self, run, targets, outcome, needs=()):
-        self.name = run.__name__.replace("_", "-")
+    def __init__(self, run, targets, outcome, needs=(), name=None):
+        self.name = name or run.__name__.replace("_", "-")
         self.run = run
         self.targets = targets
         self.outcome = outcome
@@ -283,11 +291,362 @@ def test_without_one_verb_the_scenario_needing_it_fails(certctl_binary, scenario
     assert {v for v, _ in refused} == {verb} and {r for _, r in refused} <= resources, refused
 
 
+# --- mode sidecar: `certctl run` ----------------------------------------------------------
+
+RUN = "sidecar"
+LEASE = f"{SECRET}-certctl"
+# How long a step may take. Under the table's whole grant every step must happen, and the
+# bound is generous (a loaded 2-core machine). Once a verb is taken away, a step that has
+# not happened within what it takes when nothing is missing is not coming: the ablated
+# bounds keep the 30-odd ablation runs short.
+RUN_BOUND = 20.0
+ABLATED_BOUND = 8.0   # ready, or a Lease renewed (every 2 s)
+REPAIR_BOUND = 2.5    # a watch-driven repair: certctl promises 2 s
+EVENTS_BOUND = 2.0    # Events are recorded before the pass that wrote reports ready
+POLL = 0.05
+
+API = {VWC: "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+       MWC: "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+       "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+       "APIService": "/apis/apiregistration.k8s.io/v1/apiservices"}
+SECRET_PATH = f"/api/v1/namespaces/{NS}/secrets/{SECRET}"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{LEASE}"
+
+
+class Broken(AssertionError):
+    """A step of a `certctl run` scenario did not happen."""
+
+
+def object_path(obj):
+    return f"{API[obj['kind']]}/{obj['metadata']['name']}"
+
+
+def bundle_paths(obj):
+    """JSON pointers of every caBundle of a target object."""
+    if obj["kind"] in (VWC, MWC):
+        return [f"/webhooks/{i}/clientConfig/caBundle" for i in range(len(obj["webhooks"]))]
+    if obj["kind"] == "CustomResourceDefinition":
+        return ["/spec/conversion/webhook/clientConfig/caBundle"]
+    return ["/spec/caBundle"]
+
+
+def pointer(obj, path):
+    for part in path.strip("/").split("/"):
+        obj = obj[int(part)] if isinstance(obj, list) else obj.get(part, "")
+    return obj
+
+
+def watch_reason(obj):
+    """How certctl names a change its watch of `obj` reported (loop/sidecar.cc)."""
+    return f"{obj['kind'].lower()}/{obj['metadata']['name']} modified"
+
+
+class RunBed:
+    """One `certctl run` scenario's emulator: the namespace and the targets' objects, USER
+    holding `rules`, and the controller as a local process with in-cluster configuration,
+    its own certificate folder and health port, and a debug log (which names what started
+    each pass). `ablated`: a verb was taken away, so steps give up sooner."""
+
+    def __init__(self, cluster, binary, workdir, targets, rules, ablated):
+        self.cluster = cluster
+        self.binary = binary
+        self.workdir = workdir
+        self.targets = targets
+        self.ablated = ablated
+        self.objects = target_objects(targets)
+        self.process = None
+        self.exit_code = None
+        self.check(cluster.api("POST", "/api/v1/namespaces",
+                               {"apiVersion": "v1", "kind": "Namespace",
+                                "metadata": {"name": NS}}), 201)
+        for obj in self.objects:
+            self.check(cluster.api("POST", API[obj["kind"]], obj), 201)
+        cluster.add_user(USER, rules)
+
+    @staticmethod
+    def check(resp, status):
+        assert resp.status == status, (resp.status, resp.body[:300])
+        return resp.json()
+
+    def start(self, *args):
+        self.health_port, = free_ports(1)
+        argv = [self.binary, "run", "--service", "hook", "-n", NS, "--secret", SECRET,
+                *target_flags(self.targets), "--cert-dir", os.path.join(self.workdir, "certs"),
+                "--health-addr", f"127.0.0.1:{self.health_port}", "--metrics-addr", "",
+                "--log-level", "debug", *args]
+        self.process = ContainerProcess(argv, self.cluster.in_cluster_env(USER, NS),
+                                        self.workdir, name="certctl").start()
+
+    def stop(self):
+        if self.process is not None and self.exit_code is None:
+            self.exit_code = self.process.stop(signal.SIGTERM)
+
+    def readyz(self):
+        return self.process.get("/readyz", self.health_port)
+
+    def get(self, path):
+        return self.check(self.cluster.api("GET", path), 200)
+
+    def until(self, what, condition, ablated_bound=ABLATED_BOUND, broken_by_log=None):
+        """Polls `condition` until it holds. Breaks the scenario when certctl exits, when
+        RUN_BOUND passes first, or once a verb was taken away: when `ablated_bound`
+        passes first, or as soon as /readyz reports a refusal (a pass failed on it) or a
+        log line containing `broken_by_log` does."""
+        limit = ablated_bound if self.ablated else RUN_BOUND
+        deadline = time.monotonic() + limit
+        while True:
+            if condition():
+                return
+            status, body = self.readyz()
+            if not self.process.alive():
+                raise Broken(f"{what}: certctl exited\n{self.process.log()[-3000:]}")
+            if self.ablated and status == 503 and "forbidden" in body:
+                raise Broken(f"{what}: {body.strip()}")
+            if self.ablated and broken_by_log and any(
+                    broken_by_log in line and "forbidden" in line
+                    for line in self.process.log().splitlines()):
+                raise Broken(f"{what}: certctl logged a refusal of {broken_by_log}")
+            if time.monotonic() > deadline:
+                raise Broken(f"{what}: not within {limit:g}s; /readyz {status} {body.strip()}"
+                             f"\n{self.process.log()[-3000:]}")
+            time.sleep(POLL)
+
+    def ready(self, broken_by_log=None):
+        self.until("ready", lambda: self.readyz()[0] == 200, broken_by_log=broken_by_log)
+
+    def passes_for(self, reason):
+        """How many passes so far were started (among other reasons) by `reason`."""
+        count = 0
+        for line in self.process.log().splitlines():
+            _, found, reasons = line.partition("reconciling: ")
+            count += bool(found) and reason in reasons.split(", ")
+        return count
+
+    def secret(self):
+        return self.get(SECRET_PATH)
+
+    def ca(self):
+        return base64.b64decode(self.secret()["data"]["ca.crt"]).decode()
+
+    def bundles(self, obj):
+        live = self.get(object_path(obj))
+        return [base64.b64decode(pointer(live, path) or "").decode()
+                for path in bundle_paths(obj)]
+
+    def injected(self, objects=None):
+        ca = self.ca()
+        return all(set(self.bundles(obj)) == {ca} for obj in objects or self.objects)
+
+    def events(self, namespace):
+        return self.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+
+    def events_recorded(self):
+        """Created on the Secret, in its namespace; CABundleInjected on every target, in
+        the namespace default (they are cluster-scoped)."""
+        def has(namespace, reason, kind, name):
+            return any(e["reason"] == reason and e["involvedObject"]["kind"] == kind and
+                       e["involvedObject"]["name"] == name and
+                       e["source"].get("component") == "certctl"
+                       for e in self.events(namespace))
+        self.until("Events recorded", lambda: has(NS, "Created", "Secret", SECRET) and all(
+            has("default", "CABundleInjected", obj["kind"], obj["metadata"]["name"])
+            for obj in self.objects), ablated_bound=EVENTS_BOUND)
+
+    def repaired_by_watch(self, what, reason, damage, repaired):
+        """`damage()` as admin, then `repaired()` must hold after a pass started by the
+        watch event `reason`: a re-list after a refused watch, or a retry, is not the
+        watch-driven repair certctl promises."""
+        before = self.passes_for(reason)
+        damage()
+        self.until(what, lambda: self.passes_for(reason) > before and repaired(),
+                   ablated_bound=REPAIR_BOUND)
+
+    def blank(self, obj):
+        patch = [{"op": "replace", "path": bundle_paths(obj)[0], "value": ""}]
+        self.check(self.cluster.api("PATCH", object_path(obj), patch,
+                                    content_type="application/json-patch+json"), 200)
+
+    def repair_bundle(self, obj):
+        self.repaired_by_watch(f"{obj['kind']} {obj['metadata']['name']} repaired",
+                               watch_reason(obj), lambda: self.blank(obj),
+                               lambda: self.injected([obj]))
+
+
+def cold_start_and_repairs(bed):
+    """Ready from nothing; Events; a blanked caBundle and a broken Secret repaired."""
+    bed.start()
+    bed.ready()
+    assert bed.secret()["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "certctl"
+    assert bed.injected()
+    bed.events_recorded()
+    [vwc] = bed.objects
+    bed.repair_bundle(vwc)
+
+    def break_secret():
+        # tls.crt replaced by the CA: the key no longer matches, the leaf is re-issued.
+        secret = bed.secret()
+        secret["data"]["tls.crt"] = secret["data"]["ca.crt"]
+        bed.check(bed.cluster.api("PUT", SECRET_PATH, secret), 200)
+
+    def leaf_again():
+        data = bed.secret()["data"]
+        return data["tls.crt"] != data["ca.crt"]
+    bed.repaired_by_watch("Secret repaired", f"secret/{NS}/{SECRET} modified", break_secret,
+                          leaf_again)
+
+
+def one_target_kind(bed):
+    """Ready with a target of another kind; its blanked caBundle repaired."""
+    bed.start()
+    bed.ready()
+    assert bed.injected()
+    [obj] = bed.objects
+    bed.repair_bundle(obj)
+
+
+def leader_election(bed):
+    """--leader-elect: the Lease is created and held, then renewed."""
+    bed.start("--leader-elect", "--identity", "bed")
+    bed.ready(broken_by_log="leader election:")
+    assert bed.injected()
+    first = bed.get(LEASE_PATH)["spec"]
+    assert first["holderIdentity"] == "bed", first
+    bed.until("Lease renewed",
+              lambda: bed.get(LEASE_PATH)["spec"]["renewTime"] != first["renewTime"],
+              broken_by_log="leader election:")
+
+
+def selected_targets(bed):
+    """--webhook-selector: a patch conflict on each match (read again, patched again), then
+    a blanked caBundle repaired by the label-selected watch."""
+    for resource in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations"):
+        bed.cluster.inject_fault(method="PATCH", path=f"/{resource}/labelled$", status=409)
+    bed.start()
+    bed.ready()
+    assert bed.injected()
+    vwc = next(obj for obj in bed.objects if obj["kind"] == VWC)
+    bed.repaired_by_watch("selected configuration repaired",
+                          f"validatingwebhookconfigurations {SELECTOR} modified",
+                          lambda: bed.blank(vwc), lambda: bed.injected([vwc]))
+
+
+ONE_VWC = {"validatingWebhooks": ["hook"]}
+WATCHED = ("get", "list", "watch", "patch")
+RUN_SCENARIOS = [
+    Scenario(cold_start_and_repairs, ONE_VWC, None, needs={
+        *(("secret", verb) for verb in ("get", "list", "watch", "update")),
+        ("secret-create", "create"), ("events", "create"), ("cluster-events", "create"),
+        *(("validating-webhooks", verb) for verb in WATCHED)}),
+    # One target per scenario: each is ready sooner than with all of them (client-side
+    # rate limit), and a broken watch shows at once.
+    *(Scenario(one_target_kind, {key: [name]}, None, name=f"one-{rule}",
+               needs={(rule, verb) for verb in WATCHED})
+      for key, name, rule in (("mutatingWebhooks", "hook", "mutating-webhooks"),
+                              ("crds", "widgets.hook.io", "crds"),
+                              ("apiServices", "v1.metrics.hook.io", "apiservices"))),
+    Scenario(leader_election, ONE_VWC, None, needs={
+        ("lease", "get"), ("lease", "update"), ("lease-create", "create")}),
+    Scenario(selected_targets, BY_SELECTOR, None, needs={
+        ("selected-webhooks", verb) for verb in WATCHED}),
+]
+
+
+def run_sidecar_scenario(binary, scenario, rules, workdir, ablated=False):
+    """Runs a `certctl run` scenario on a fresh emulator as USER holding `rules`; returns
+    what broke it (None when every step happened), certctl's exit code on SIGTERM, its log,
+    USER's requests, and the injected faults no request consumed."""
+    with Cluster() as cluster:
+        bed = RunBed(cluster, binary, str(workdir), scenario.targets, rules, ablated)
+        broken = None
+        try:
+            scenario.run(bed)
+        except Broken as e:
+            broken = e
+        finally:
+            bed.stop()
+        requests = [e for e in cluster.request_log()["requests"] if e["user"] == USER]
+        unconsumed = cluster.api("GET", "/_emulator/faults").json()["faults"]
+        log = bed.process.log() if bed.process else ""
+    return broken, bed.exit_code, log, requests, unconsumed
+
+
+def sidecar_rules(scenario, leave_out=None):
+    """The table's grant for the scenario as emulator rules (with `leave_out` = (rule, verb)
+    taken away), and the resources of the rule it was taken from."""
+    rules, resources = [], None
+    sidecar = {"leaderElection": scenario.run is leader_election}
+    for grant in grants(RUN, SECRET, scenario.targets, sidecar):
+        rule = grant.emulator_rule(NS)
+        if leave_out and grant.name == leave_out[0]:
+            resources = set(rule["resources"])
+            rule["verbs"].remove(leave_out[1])
+            if not rule["verbs"]:
+                continue
+        rules.append(rule)
+    return rules, resources
+
+
+def test_sidecar_every_request_is_granted_and_every_grant_is_used(certctl_binary, tmp_path):
+    granted = {(rule["name"], verb, resource) for rule in table_rules(RUN)
+               for verb in rule["verbs"] for resource in rule["resources"]}
+    used = set()
+    for scenario in RUN_SCENARIOS:
+        rules, _ = sidecar_rules(scenario)
+        scenario_grants = grants(RUN, SECRET, scenario.targets,
+                                 {"leaderElection": scenario.run is leader_election})
+        broken, exit_code, log, requests, unconsumed = run_sidecar_scenario(
+            certctl_binary, scenario, rules, tmp_path / scenario.name)
+        assert broken is None, f"{scenario.name}: {broken}"
+        assert exit_code == 0, f"{scenario.name}: exit {exit_code}\n{log[-3000:]}"
+        assert unconsumed == [], f"{scenario.name}: an injected fault was never hit"
+        needed = set()
+        for entry in requests:
+            assert entry["resource"], f"{scenario.name}: non-resource request {entry['path']}"
+            assert entry["code"] != 403, f"{scenario.name}: refused: {describe(entry)}"
+            name = request_name(entry)
+            allowing = [grant.name for grant, rule in zip(scenario_grants, rules)
+                        if rule_allows(rule, entry["verb"], entry["apiGroup"], entry["resource"],
+                                       entry["subresource"], entry["namespace"], name)]
+            assert allowing, f"{scenario.name}: not granted by the table: {describe(entry)}"
+            if len(allowing) == 1:
+                needed.add((allowing[0], entry["verb"], entry["resource"]))
+        assert scenario.needs <= {(rule, verb) for rule, verb, _ in needed}, \
+            f"{scenario.name}: did not use {scenario.needs - {(r, v) for r, v, _ in needed}}"
+        used |= needed
+    unused = granted - used
+    assert not unused, f"granted, but no code path of certctl run needs it: {sorted(unused)}"
+
+
+RUN_ABLATIONS = [(scenario, rule, verb) for scenario in RUN_SCENARIOS
+                 for rule, verb in sorted(scenario.needs)]
+
+
+def test_sidecar_each_verb_of_the_table_has_a_scenario_to_prove_it_needed():
+    granted = {(rule["name"], verb) for rule in table_rules(RUN) for verb in rule["verbs"]}
+    designated = [(rule, verb) for _, rule, verb in RUN_ABLATIONS]
+    assert sorted(designated) == sorted(granted)
+
+
+@pytest.mark.parametrize("scenario, rule, verb", RUN_ABLATIONS,
+                         ids=[f"{s.name}:{rule}:{verb}" for s, rule, verb in RUN_ABLATIONS])
+def test_sidecar_without_one_verb_the_scenario_needing_it_breaks(certctl_binary, tmp_path,
+                                                                 scenario, rule, verb):
+    rules, resources = sidecar_rules(scenario, leave_out=(rule, verb))
+    assert resources, f"the scenario's targets do not bring rule {rule}"
+    broken, _, log, requests, _ = run_sidecar_scenario(certctl_binary, scenario, rules,
+                                                       tmp_path, ablated=True)
+    assert broken is not None, f"every step happened without {rule}:{verb}\n{log[-3000:]}"
+    refused = {(e["verb"], e["resource"]) for e in requests if e["code"] == 403}
+    assert refused, f"nothing was refused; broken by: {broken}"
+    assert {v for v, _ in refused} == {verb} and {r for _, r in refused} <= resources, refused
+
+
 # --- the table itself, the chart and the example ------------------------------------------
 
 
-def test_table_rules_are_complete_and_least_privilege():
-    rules = table_rules(MODE)
+@pytest.mark.parametrize("mode", ["job", "sidecar"])
+def test_table_rules_are_complete_and_least_privilege(mode):
+    rules = table_rules(mode)
     assert len({rule["name"] for rule in rules}) == len(rules), "rule names are unique"
     for rule in rules:
         assert rule["scope"] in SCOPES, rule
@@ -297,11 +656,20 @@ def test_table_rules_are_complete_and_least_privilege():
         for field in ("apiGroups", "resources"):
             assert rule[field] and "*" not in rule[field], rule
         assert not set(rule["verbs"]) & {"*", "delete", "deletecollection"}, rule
-        if "secrets" in rule["resources"]:
+        if "secrets" in rule["resources"] and not rule.get("resourceNames"):
+            # Listing or watching every Secret of a namespace would read every key in it.
             assert not set(rule["verbs"]) & {"list", "watch"}, rule
         if not rule.get("resourceNames"):
             # Unnamed: only what cannot be named (create), or behind an explicit switch.
             assert set(rule["verbs"]) == {"create"} or rule.get("when"), rule
+        if rule["scope"] == "default":
+            # The namespace default only takes Events about cluster-scoped objects.
+            assert rule["resources"] == ["events"] and set(rule["verbs"]) == {"create"}, rule
+    if mode == "job":
+        # One-shot: the job never watches, and records no Events.
+        verbs = {verb for rule in rules for verb in rule["verbs"]}
+        assert "watch" not in verbs
+        assert not any("events" in rule["resources"] for rule in rules)
 
 
 def helm_template(tmp_path, values, namespace="certctl-system"):
@@ -328,8 +696,8 @@ def one(objects, kind):
     BY_SELECTOR,
 ], ids=["every-kind-and-selector", "crd-only", "selector-only"])
 def test_chart_renders_the_table(tmp_path, targets):
-    values = {"webhook": {"service": "hook", "namespace": "hooks"}, "secretName": "hook-tls",
-              "targets": targets}
+    values = {"mode": MODE, "webhook": {"service": "hook", "namespace": "hooks"},
+              "secretName": "hook-tls", "targets": targets}
     objects = helm_template(tmp_path, values)
     expected = policy_rules(MODE, "hook-tls", targets)
     assert one(objects, "Role")["rules"] == expected["namespace"]
@@ -352,4 +720,41 @@ def test_kustomize_example_grants_what_the_table_says_for_its_job():
     [secret] = values_of("--secret")
     expected = policy_rules(MODE, secret, targets)
     assert one(objects, "Role")["rules"] == expected["namespace"]
+    assert one(objects, "ClusterRole")["rules"] == expected["cluster"]
+
+
+def certctl_container(pod_spec):
+    """The container running certctl: the native sidecar, or an ordinary container."""
+    found = [c for c in (pod_spec.get("initContainers") or []) + pod_spec["containers"]
+             if c["name"] == "certctl"]
+    assert len(found) == 1, "expected one certctl container"
+    return found[0]
+
+
+@pytest.mark.parametrize("folder", ["sidecar", "sidecar/without-native-sidecar"])
+def test_sidecar_examples_grant_what_the_table_says_for_their_flags(folder):
+    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=EXAMPLES)
+    proc = subprocess.run([KUBECTL, "kustomize", os.path.join(EXAMPLES, folder)],
+                          capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    objects = [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    args = certctl_container(pod)["args"]
+    assert args[0] == "run"
+
+    def values_of(flag):
+        return [value for name, value in zip(args, args[1:]) if name == flag]
+
+    targets = {key: values_of(flag) for key, flag in TARGET_FLAGS.items()}
+    targets["webhookSelector"] = "".join(targets["webhookSelector"])
+    [secret] = values_of("--secret")
+    sidecar = {"leaderElection": "--leader-elect" in args,
+               "leaseName": "".join(values_of("--lease-name"))}
+    expected = policy_rules(RUN, secret, targets, sidecar)
+    namespace = one(objects, "Deployment")["metadata"]["namespace"]
+    roles = {role["metadata"]["namespace"]: role for role in
+             [obj for obj in objects if obj["kind"] == "Role"]}
+    assert set(roles) == {namespace, "default"}
+    assert roles[namespace]["rules"] == expected["namespace"]
+    assert roles["default"]["rules"] == expected["default"]
     assert one(objects, "ClusterRole")["rules"] == expected["cluster"]

@@ -49,10 +49,14 @@ REPEATABLE = {"--dns-name", "--ip", "--validating-webhook", "--mutating-webhook"
 TARGET_FLAGS = {"--validating-webhook", "--mutating-webhook", "--crd", "--apiservice",
                 "--webhook-selector", "--wait-for-targets"}
 
-MINIMAL = {"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": ["hook"]}}
+# Mode `job` (the hook Jobs); the chart's default mode `sidecar` has its own tests in
+# e2e/tests/certctl/test_sidecar_chart.py.
+MINIMAL = {"mode": "job", "webhook": {"service": "hook"},
+           "targets": {"validatingWebhooks": ["hook"]}}
 
 # Every knob set to a non-default value.
 FULL = {
+    "mode": "job",
     "image": {"repository": "registry.example/certctl", "tag": "9.9.9", "pullPolicy": "Always"},
     "imagePullSecrets": [{"name": "regcred"}],
     "webhook": {"service": "hook", "namespace": "hooks"},
@@ -76,6 +80,7 @@ FULL = {
     "logFormat": "text",
     "job": {
         "waitForTargets": "5m", "backoffLimit": 4, "activeDeadlineSeconds": 900,
+        "ttlSecondsAfterFinished": 120,
         "nodeSelector": {"kubernetes.io/os": "linux"},
         "tolerations": [{"key": "infra", "operator": "Exists", "effect": "NoSchedule"}],
         "priorityClassName": "system-cluster-critical",
@@ -311,8 +316,8 @@ def can_i(cluster, user, verb, resource, namespace=None):
 @pytest.mark.parametrize("values", [
     MINIMAL,
     FULL,
-    {"webhook": {"service": "hook"}, "targets": {"webhookSelector": "app=hook"}},
-    {"webhook": {"service": "hook"}, "targets": {"crds": ["widgets.hook.io"]}},
+    {"mode": "job", "webhook": {"service": "hook"}, "targets": {"webhookSelector": "app=hook"}},
+    {"mode": "job", "webhook": {"service": "hook"}, "targets": {"crds": ["widgets.hook.io"]}},
 ], ids=["minimal", "full", "selector", "crd"])
 def test_helm_lint_passes_with_required_values(helm, values):
     proc = helm.run("lint", "--strict", CHART, "--namespace", "infra", values=values)
@@ -327,7 +332,7 @@ def test_helm_lint_passes_with_required_values(helm, values):
     ({"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": [], "crds": [],
                                                   "webhookSelector": ""}},
      "at least one target is required"),
-    (merged(MINIMAL, mode="sidecar"), 'mode "sidecar" (certctl run) is not available'),
+    (merged(MINIMAL, mode="sidecar"), "sidecar.webhook.image.repository is required"),
     (merged(MINIMAL, serviceAccount={"create": False}), "serviceAccount.name is required"),
 ], ids=["no-values", "no-service", "no-target", "empty-targets", "sidecar", "sa-without-name"])
 def test_missing_required_values_fail_lint_and_template_with_a_clear_message(
@@ -357,6 +362,7 @@ def test_missing_required_values_fail_lint_and_template_with_a_clear_message(
     ({"targets": {"validatingWebhooks": "hook"}}, "validatingWebhooks"),
     ({"secretName": "Bad_Name"}, "secretName"),
     ({"job": {"backoffLimit": -1}}, "backoffLimit"),
+    ({"job": {"ttlSecondsAfterFinished": 0}}, "ttlSecondsAfterFinished"),
     ({"certificte": {}}, "certificte"),
 ], ids=lambda v: v if isinstance(v, str) else None)
 def test_schema_rejects_bad_values(helm, override, field):
@@ -406,7 +412,7 @@ def test_durations_up_to_100y_are_accepted(helm):
 def test_defaults_match_certctl_defaults(helm):
     with open(os.path.join(CHART, "values.yaml"), encoding="utf-8") as f:
         values = yaml.safe_load(f)
-    assert values["mode"] == "job"
+    assert values["mode"] == "sidecar"
     assert values["secretName"] == "webhook-server-cert"
     assert values["certificate"] == {
         "keyType": "ecdsa-p256", "caValidity": "10y", "certValidity": "10y",
@@ -435,6 +441,8 @@ def test_hook_jobs_phases_weights_and_delete_policies(helm):
         assert annotations(job)["helm.sh/hook-delete-policy"] == \
             "before-hook-creation,hook-succeeded"
         assert annotations(job)["helm.sh/hook-weight"] == "0"
+        # Not zero: a tool that applies the hooks itself (Argo CD) must see the Job finish.
+        assert job["spec"]["ttlSecondsAfterFinished"] == 300
 
     # The ServiceAccount and RBAC are hooks of every phase in which a Job runs, with a lower
     # weight, so they exist before the Job starts. Helm deletes hook-succeeded objects only
@@ -513,7 +521,8 @@ def test_every_value_maps_to_its_flag(helm):
     for job in by_kind(objects, "Job"):
         spec, pod = job["spec"], job["spec"]["template"]["spec"]
         assert job["metadata"]["namespace"] == "certctl-system"
-        assert (spec["backoffLimit"], spec["activeDeadlineSeconds"]) == (4, 900)
+        assert (spec["backoffLimit"], spec["activeDeadlineSeconds"],
+                spec["ttlSecondsAfterFinished"]) == (4, 900, 120)
         assert container(job)["image"] == "registry.example/certctl:9.9.9"
         assert container(job)["imagePullPolicy"] == "Always"
         assert pod["imagePullSecrets"] == [{"name": "regcred"}]
@@ -558,7 +567,8 @@ def test_job_pods_run_unprivileged_as_the_chart_service_account(helm):
     {"webhookSelector": "app=hook"},
 ], ids=["validating", "crd-apiservice-mutating", "all", "selector-only"])
 def test_rbac_is_least_privilege(helm, targets):
-    values = {"webhook": {"service": "hook"}, "targets": targets, "secretName": "hook-tls"}
+    values = {"mode": "job", "webhook": {"service": "hook"}, "targets": targets,
+              "secretName": "hook-tls"}
     _, objects = helm.template(values, namespace="infra", release="hook")
     assert_no_wildcards(objects)
     sa = one(objects, "ServiceAccount")

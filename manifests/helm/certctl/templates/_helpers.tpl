@@ -32,9 +32,30 @@ only, and two releases called "hook" in two namespaces must not share a ClusterR
 {{- printf "%s-%s" (include "certctl.fullname" .) .Release.Namespace | trunc 253 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/*
+The Role (and RoleBinding) in the namespace default, for Events about cluster-scoped objects:
+the release namespace is in the name, as in certctl.clusterScopedName, since releases of
+every namespace meet there.
+*/}}
+{{- define "certctl.defaultNamespaceRoleName" -}}
+{{- printf "%s-events" (include "certctl.clusterScopedName" .) | trunc 253 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* Namespace of the webhook's Service and of the Secret. */}}
 {{- define "certctl.webhookNamespace" -}}
 {{- default .Release.Namespace .Values.webhook.namespace -}}
+{{- end -}}
+
+{{/*
+Namespace of certctl's ServiceAccount: the release namespace for the hook Jobs, the
+webhook's namespace for its pods (mode sidecar), which must be in their own namespace.
+*/}}
+{{- define "certctl.serviceAccountNamespace" -}}
+{{- if eq .Values.mode "sidecar" -}}
+{{- include "certctl.webhookNamespace" . -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "certctl.serviceAccountName" -}}
@@ -100,13 +121,46 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
 
 {{/*
-The value at a dotted path of .Values ("secretName", "targets.crds") as JSON {"value": ...},
-for templates that read a path from data: (include "certctl.valueAt" (dict "root" $ "path"
-"targets.crds") | fromJson).value. A path the chart does not have fails the render, so a typo
-in permissions.yaml cannot silently drop a rule.
+Whether `certctl run` gets --leader-elect: sidecar.leaderElection, or when that is null
+(left out), whether there is more than one replica. "true" or "".
+*/}}
+{{- define "certctl.leaderElection" -}}
+{{- $s := .Values.sidecar -}}
+{{- $on := false -}}
+{{- if and (hasKey $s "leaderElection") (not (kindIs "invalid" $s.leaderElection)) -}}
+{{- $on = $s.leaderElection -}}
+{{- else -}}
+{{- $on = gt (int $s.replicas) 1 -}}
+{{- end -}}
+{{- if $on -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Lease of --leader-elect: sidecar.leaseName, default <secretName>-certctl. */}}
+{{- define "certctl.leaseName" -}}
+{{- default (printf "%s-certctl" .Values.secretName) .Values.sidecar.leaseName -}}
+{{- end -}}
+
+{{/*
+.Values with the defaults that the templates compute filled in, as JSON: what
+permissions.yaml's value paths are read from (sidecar.leaderElection as a boolean,
+sidecar.leaseName as the Lease's name).
+*/}}
+{{- define "certctl.resolvedValues" -}}
+{{- $values := deepCopy .Values -}}
+{{- $_ := set $values.sidecar "leaderElection" (eq (include "certctl.leaderElection" .) "true") -}}
+{{- $_ = set $values.sidecar "leaseName" (include "certctl.leaseName" .) -}}
+{{- toJson $values -}}
+{{- end -}}
+
+{{/*
+The value at a dotted path of the resolved values ("secretName", "targets.crds",
+"sidecar.leaderElection"; see certctl.resolvedValues) as JSON {"value": ...}, for templates
+that read a path from data: (include "certctl.valueAt" (dict "root" $ "path" "targets.crds")
+| fromJson).value. A path the chart does not have fails the render, so a typo in
+permissions.yaml cannot silently drop a rule.
 */}}
 {{- define "certctl.valueAt" -}}
-{{- $value := .root.Values -}}
+{{- $value := include "certctl.resolvedValues" .root | fromJson -}}
 {{- range splitList "." .path -}}
 {{- if not (and (kindIs "map" $value) (hasKey $value .)) -}}
 {{- fail (printf "certctl: permissions.yaml refers to the value %s, which the chart does not have" $.path) -}}
@@ -118,7 +172,7 @@ in permissions.yaml cannot silently drop a rule.
 
 {{/*
 The RBAC rules of one scope for the chart's mode, rendered from the permission table
-permissions.yaml (see its header): call with (dict "root" $ "scope" "namespace|cluster").
+permissions.yaml (see its header): call with (dict "root" $ "scope" "namespace|default|cluster").
 A rule limited to named objects gets resourceNames from the value it names and is left out
 when that value names nothing: an RBAC rule with empty resourceNames would cover every
 object. A rule with `when` exists only while that value is set. Each rule carries its reason
@@ -177,9 +231,10 @@ syntax and bounded every number to 10 digits, so the sum cannot overflow.
 
 {{/*
 The first duration value that certctl would refuse with a usage error, which in a hook Job
-would only show as a failed install: longer than 100y (certctl's maximum for every
-duration), a renewBefore of zero, or a validity not longer than renewBefore (every run would
-renew). Empty when all are fine; a value left out means certctl's default and is skipped.
+or a sidecar would only show as a failed install or a crash-looping pod: longer than 100y
+(certctl's maximum for every duration), a renewBefore or resync of zero, or a validity not
+longer than renewBefore (every run would renew). Empty when all are fine; a value left out
+means certctl's default and is skipped.
 */}}
 {{- define "certctl.durationProblem" -}}
 {{- $maxSeconds := 3153600000 -}}{{- /* 100y */ -}}
@@ -188,7 +243,8 @@ renew). Empty when all are fine; a value left out means certctl's default and is
       "certificate.caValidity" $c.caValidity
       "certificate.certValidity" $c.certValidity
       "certificate.renewBefore" $c.renewBefore
-      "job.waitForTargets" .Values.job.waitForTargets -}}
+      "job.waitForTargets" .Values.job.waitForTargets
+      "sidecar.resync" .Values.sidecar.resync -}}
 {{- $seconds := dict -}}
 {{- $problems := list -}}
 {{- range $path, $value := $durations -}}
@@ -199,6 +255,9 @@ renew). Empty when all are fine; a value left out means certctl's default and is
 {{- $problems = append $problems (printf "certctl: %s is %s, longer than the maximum of 100y" $path $value) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- if and (hasKey $seconds "sidecar.resync") (eq (index $seconds "sidecar.resync") 0) -}}
+{{- $problems = append $problems (printf "certctl: sidecar.resync is %s; it must be longer than zero" .Values.sidecar.resync) -}}
 {{- end -}}
 {{- $renew := index $seconds "certificate.renewBefore" -}}
 {{- if and (hasKey $seconds "certificate.renewBefore") (eq $renew 0) -}}
@@ -220,36 +279,41 @@ is none. templates/validate.yaml turns it into a failure.
 */}}
 {{- define "certctl.problem" -}}
 {{- $t := .Values.targets -}}
+{{- $s := .Values.sidecar -}}
+{{- $sidecar := eq .Values.mode "sidecar" -}}
+{{- $deployment := and $sidecar $s.createDeployment -}}
 {{- $durationProblem := include "certctl.durationProblem" . -}}
-{{- if eq .Values.mode "sidecar" -}}
-certctl: mode "sidecar" (certctl run) is not available in this chart version yet; use mode: job
-{{- else if ne .Values.mode "job" -}}
-certctl: unknown mode {{ .Values.mode | quote }}; use mode: job
+{{- if not (has .Values.mode (list "sidecar" "job")) -}}
+certctl: unknown mode {{ .Values.mode | quote }}; use mode: sidecar or mode: job
 {{- else if not .Values.webhook.service -}}
 certctl: webhook.service is required: the name of the webhook's Service, whose DNS names the server certificate covers (--set webhook.service=NAME)
 {{- else if not (or $t.validatingWebhooks $t.mutatingWebhooks $t.crds $t.apiServices $t.webhookSelector) -}}
 certctl: at least one target is required to receive the CA bundle: set targets.validatingWebhooks, targets.mutatingWebhooks, targets.crds, targets.apiServices or targets.webhookSelector
 {{- else if and (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
-certctl: serviceAccount.name is required when serviceAccount.create is false (an existing ServiceAccount for the hook Jobs)
+certctl: serviceAccount.name is required when serviceAccount.create is false (an existing ServiceAccount for {{ ternary "the webhook's pods" "the hook Jobs" $sidecar }})
+{{- else if and $sidecar (semverCompare "<1.29.0-0" .Capabilities.KubeVersion.Version) -}}
+certctl: mode sidecar runs certctl as a native sidecar (an init container with restartPolicy Always), which Kubernetes runs from 1.29 on; this cluster is {{ .Capabilities.KubeVersion.Version }}, where certctl would hold the pod's start forever. Use mode: job, or certctl as an ordinary container with certctl wait in front of the webhook server (see the chart README)
+{{- else if and $deployment (not $s.webhook.image.repository) -}}
+certctl: sidecar.webhook.image.repository is required in mode sidecar: the image of the webhook server, which the chart runs beside certctl (or set sidecar.createDeployment=false to render only certctl's ServiceAccount and RBAC, or mode: job)
+{{- else if and $sidecar (eq (int $s.healthPort) (int $s.metricsPort)) -}}
+certctl: sidecar.healthPort and sidecar.metricsPort are both {{ $s.healthPort }}; give them different ports (each has its own named container port)
+{{- else if and $deployment (has (int $s.webhook.port) (list (int $s.healthPort) (int $s.metricsPort))) -}}
+certctl: sidecar.webhook.port {{ $s.webhook.port }} is also certctl's sidecar.healthPort or sidecar.metricsPort; the containers of a pod share its ports
 {{- else if $durationProblem -}}
 {{- $durationProblem -}}
 {{- end -}}
 {{- end -}}
 
 {{/*
-The certctl command line of a hook Job: call with (dict "root" $ "phase" "secret|inject").
-Both phases get the same Secret and certificate flags: the inject phase validates the
-Secret against them before it trusts its ca.crt. Only the inject phase gets the targets:
-the secret phase runs before the webhook's own objects exist and must not look for them.
-Every list value becomes one flag per item.
+The flags that name the Secret and the certificate, shared by `certctl job` and `certctl
+run`: call with the root context. Every list value becomes one flag per item. Like the
+other argument templates, its output starts each item on a new line: include it with
+{{- include ... }} right after the previous item.
 */}}
-{{- define "certctl.jobArgs" -}}
-{{- $v := .root.Values -}}
-- job
-- --phase
-- {{ .phase }}
+{{- define "certctl.secretArgs" -}}
+{{- $v := .Values }}
 - -n
-- {{ include "certctl.webhookNamespace" .root | quote }}
+- {{ include "certctl.webhookNamespace" . | quote }}
 - --secret
 - {{ $v.secretName | quote }}
 - --service
@@ -293,40 +357,65 @@ Every list value becomes one flag per item.
 {{- if $v.adopt }}
 - --adopt
 {{- end }}
-{{- if eq .phase "inject" }}
-{{- range $v.targets.validatingWebhooks }}
+{{- end -}}
+
+{{/* The target flags, shared by `certctl job --phase inject` and `certctl run`. */}}
+{{- define "certctl.targetArgs" -}}
+{{- $t := .Values.targets -}}
+{{- range $t.validatingWebhooks }}
 - --validating-webhook
 - {{ . | quote }}
 {{- end }}
-{{- range $v.targets.mutatingWebhooks }}
+{{- range $t.mutatingWebhooks }}
 - --mutating-webhook
 - {{ . | quote }}
 {{- end }}
-{{- range $v.targets.crds }}
+{{- range $t.crds }}
 - --crd
 - {{ . | quote }}
 {{- end }}
-{{- range $v.targets.apiServices }}
+{{- range $t.apiServices }}
 - --apiservice
 - {{ . | quote }}
 {{- end }}
-{{- with $v.targets.webhookSelector }}
+{{- with $t.webhookSelector }}
 - --webhook-selector
 - {{ . | quote }}
 {{- end }}
+{{- end -}}
+
+{{/* The logging flags. */}}
+{{- define "certctl.logArgs" -}}
+{{- with .Values.logLevel }}
+- --log-level
+- {{ . | quote }}
+{{- end }}
+{{- with .Values.logFormat }}
+- --log-format
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The certctl command line of a hook Job: call with (dict "root" $ "phase" "secret|inject").
+Both phases get the same Secret and certificate flags: the inject phase validates the
+Secret against them before it trusts its ca.crt. Only the inject phase gets the targets:
+the secret phase runs before the webhook's own objects exist and must not look for them.
+*/}}
+{{- define "certctl.jobArgs" -}}
+{{- $v := .root.Values -}}
+- job
+- --phase
+- {{ .phase }}
+{{- include "certctl.secretArgs" .root }}
+{{- if eq .phase "inject" }}
+{{- include "certctl.targetArgs" .root }}
 {{- with $v.job.waitForTargets }}
 - --wait-for-targets
 - {{ . | quote }}
 {{- end }}
 {{- end }}
-{{- with $v.logLevel }}
-- --log-level
-- {{ . | quote }}
-{{- end }}
-{{- with $v.logFormat }}
-- --log-format
-- {{ . | quote }}
-{{- end }}
+{{- include "certctl.logArgs" .root }}
 {{- end -}}
 
 {{/* A hook Job: call with (dict "root" $ "phase" "secret|inject" "hook" "..." "weight" "0"). */}}
@@ -350,6 +439,7 @@ metadata:
 spec:
   backoffLimit: {{ $v.job.backoffLimit }}
   activeDeadlineSeconds: {{ $v.job.activeDeadlineSeconds }}
+  ttlSecondsAfterFinished: {{ $v.job.ttlSecondsAfterFinished }}
   template:
     metadata:
       labels:

@@ -1,0 +1,181 @@
+{{/*
+Mode sidecar: `certctl run` as a native sidecar of the webhook's pods.
+
+Every template here takes the chart's root context. A chart that has this one as a
+dependency (named `certctl`) and renders the webhook's Deployment itself passes the
+dependency's own context, `.Subcharts.certctl`, so that certctl's values, names and
+appVersion are this chart's:
+
+  spec:
+    serviceAccountName: {{ include "certctl.serviceAccountName" .Subcharts.certctl }}
+    automountServiceAccountToken: false
+    initContainers:
+      {{- include "certctl.sidecarContainer" .Subcharts.certctl | nindent 6 }}
+    containers:
+      - name: webhook
+        volumeMounts:
+          {{- include "certctl.webhookVolumeMounts" .Subcharts.certctl | nindent 10 }}
+    volumes:
+      {{- include "certctl.sidecarVolumes" .Subcharts.certctl | nindent 6 }}
+
+with `certctl.sidecar.createDeployment: false` in its values, so that this chart renders only
+certctl's ServiceAccount and RBAC. The chart README has the whole example.
+*/}}
+
+{{- define "certctl.certVolumeName" -}}certctl-certs{{- end -}}
+{{- define "certctl.tokenVolumeName" -}}certctl-token{{- end -}}
+
+{{/* Where a container finds its service-account token, as the kubelet would mount it. */}}
+{{- define "certctl.tokenMountPath" -}}/var/run/secrets/kubernetes.io/serviceaccount{{- end -}}
+
+{{/* Labels that select the webhook's pods (Deployment selector, Service selector). */}}
+{{- define "certctl.webhookSelectorLabels" -}}
+{{ include "certctl.selectorLabels" . }}
+app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{/*
+The path of the startupProbe. With --serving-addr, /readyz also checks a TLS handshake to
+the webhook's own listener (the check named `serving`), which cannot pass before the
+webhook container runs, and the kubelet starts it only after this probe passed: the
+startupProbe leaves that one check out. The readinessProbe keeps it.
+*/}}
+{{- define "certctl.startupProbePath" -}}
+{{- if .Values.sidecar.servingAddr -}}
+/readyz?exclude=serving
+{{- else -}}
+/readyz
+{{- end -}}
+{{- end -}}
+
+{{/* The `certctl run` command line (see certctl.secretArgs for the layout). */}}
+{{- define "certctl.runArgs" -}}
+{{- $s := .Values.sidecar -}}
+- run
+{{- include "certctl.secretArgs" . }}
+{{- include "certctl.targetArgs" . }}
+- --cert-dir
+- {{ $s.certDir | quote }}
+- --health-addr
+- {{ printf ":%d" (int $s.healthPort) | quote }}
+- --metrics-addr
+- {{ printf ":%d" (int $s.metricsPort) | quote }}
+{{- with $s.resync }}
+- --resync
+- {{ . | quote }}
+{{- end }}
+{{- if include "certctl.leaderElection" . }}
+- --leader-elect
+- --lease-name
+- {{ include "certctl.leaseName" . | quote }}
+{{- end }}
+{{- with $s.servingAddr }}
+- --serving-addr
+- {{ . | quote }}
+{{- end }}
+{{- include "certctl.logArgs" . }}
+{{- end -}}
+
+{{/*
+certctl as a native sidecar (Kubernetes 1.29+): an entry of the pod's initContainers with
+restartPolicy Always. The kubelet starts it first, starts the next containers only once
+its startupProbe passed (the certificate is in the folder and every caBundle holds its
+CA), keeps it running beside them and restarts it when it exits. A list item.
+*/}}
+{{- define "certctl.sidecarContainer" -}}
+{{- $v := .Values -}}
+{{- $s := $v.sidecar -}}
+- name: certctl
+  image: {{ include "certctl.image" . | quote }}
+  imagePullPolicy: {{ $v.image.pullPolicy }}
+  restartPolicy: Always
+  args:
+    {{- include "certctl.runArgs" . | nindent 4 }}
+  env:
+    # The identity in the Lease and in Events (--identity defaults to $POD_NAME plus a
+    # random suffix), and the namespace.
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    - name: POD_NAMESPACE
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.namespace
+  ports:
+    - name: health
+      containerPort: {{ $s.healthPort }}
+      protocol: TCP
+    - name: metrics
+      containerPort: {{ $s.metricsPort }}
+      protocol: TCP
+  startupProbe:
+    httpGet:
+      path: {{ include "certctl.startupProbePath" . }}
+      port: health
+    {{- toYaml $s.startupProbe | nindent 4 }}
+  readinessProbe:
+    httpGet:
+      path: /readyz
+      port: health
+    {{- toYaml $s.readinessProbe | nindent 4 }}
+  livenessProbe:
+    httpGet:
+      path: /healthz
+      port: health
+    {{- toYaml $s.livenessProbe | nindent 4 }}
+  volumeMounts:
+    - name: {{ include "certctl.certVolumeName" . }}
+      mountPath: {{ $s.certDir | quote }}
+    - name: {{ include "certctl.tokenVolumeName" . }}
+      mountPath: {{ include "certctl.tokenMountPath" . }}
+      readOnly: true
+  {{- with $s.securityContext }}
+  securityContext:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $s.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
+
+{{/* The webhook container's mount of the certificate folder, read-only. A list item. */}}
+{{- define "certctl.webhookVolumeMounts" -}}
+- name: {{ include "certctl.certVolumeName" . }}
+  mountPath: {{ .Values.sidecar.certDir | quote }}
+  readOnly: true
+{{- end -}}
+
+{{/*
+The pod volumes the sidecar needs, list items:
+- the certificate folder, an emptyDir in memory: the private key never reaches the node's
+  disk, and every replica keeps its own copy;
+- the service-account token, projected as the kubelet's automount would (token, ca.crt,
+  namespace) but mounted into certctl's container only: the pod sets
+  automountServiceAccountToken false, so the webhook server cannot use certctl's rights.
+*/}}
+{{- define "certctl.sidecarVolumes" -}}
+- name: {{ include "certctl.certVolumeName" . }}
+  emptyDir:
+    medium: Memory
+    sizeLimit: 1Mi
+- name: {{ include "certctl.tokenVolumeName" . }}
+  projected:
+    defaultMode: 0444
+    sources:
+      - serviceAccountToken:
+          path: token
+          expirationSeconds: 3607
+      - configMap:
+          name: kube-root-ca.crt
+          items:
+            - key: ca.crt
+              path: ca.crt
+      - downwardAPI:
+          items:
+            - path: namespace
+              fieldRef:
+                apiVersion: v1
+                fieldPath: metadata.namespace
+{{- end -}}
