@@ -1,5 +1,6 @@
 #include "certctl/certdir/cert_dir.h"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -111,14 +112,15 @@ Result<fs::path> WriteSetFolder(const fs::path& dir, const ServingFiles& files, 
   return folder;
 }
 
-// Removes set folders other than `keep`: the one just replaced, and any an interrupted run
-// left behind. A failure here costs disk space, not correctness, so it is not an error.
-void RemoveOldSets(const fs::path& dir, const std::string& keep) {
+// Removes set folders not named in `keep`. A failure here costs disk space, not correctness,
+// so it is not an error.
+void RemoveSetsExcept(const fs::path& dir, const std::vector<std::string>& keep) {
   std::error_code error;
   std::vector<fs::path> old;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (IsSetFolder(name) && name != keep && !entry.is_symlink()) {
+    if (IsSetFolder(name) && std::find(keep.begin(), keep.end(), name) == keep.end() &&
+        !entry.is_symlink()) {
       old.push_back(entry.path());
     }
   }
@@ -160,6 +162,7 @@ Result<Publish> PublishServingFiles(const fs::path& dir, const ServingFiles& fil
     return Fail(folder.error());
   }
   const std::string set_name = folder->filename().string();
+  const std::string replaced = LinkTarget(dir / kDataLink).value_or("");
   // Relative links, so the folder reads the same wherever it is mounted.
   if (auto swapped = ReplaceWithLink(dir / kDataLink, set_name, dir / kDataLinkStaging); !swapped) {
     std::error_code ignored;
@@ -180,8 +183,14 @@ Result<Publish> PublishServingFiles(const fs::path& dir, const ServingFiles& fil
   if (auto synced = SyncDirectory(dir); !synced) {
     return Fail(synced.error());
   }
-  RemoveOldSets(dir, set_name);
+  RemoveSetsExcept(dir, {set_name, replaced});
   return Publish::kReplaced;
+}
+
+void RemoveStaleSets(const fs::path& dir) {
+  if (auto current = LinkTarget(dir / kDataLink)) {
+    RemoveSetsExcept(dir, {*current});
+  }
 }
 
 }  // namespace certctl::certdir

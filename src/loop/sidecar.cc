@@ -4,6 +4,7 @@
 #include <fstream>
 #include <system_error>
 
+#include "certctl/certdir/cert_dir.h"
 #include "certctl/controller/ensure_secret.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
@@ -35,6 +36,8 @@ constexpr milliseconds kPollWhileBlind{5000};
 // webhook that stopped serving drops readiness).
 constexpr milliseconds kServingRetry{1000};
 constexpr milliseconds kServingRecheck{5000};
+// How long a replaced set of the certificate folder stays for readers that were opening it.
+constexpr milliseconds kStaleSetGrace{2000};
 
 // Failures that say nothing about the certificates: the API was unreachable or slow.
 bool ApiUnreachable(const Error& error) {
@@ -261,23 +264,28 @@ void Sidecar::WatchLoop(const WatchSpec& spec) {
   set_failing(false);
 }
 
+void Sidecar::ElectionAttempt() {
+  auto attempt = elector_->TryAcquireOrRenew();
+  const bool now_leading = elector_->IsLeader();
+  if (!attempt) {
+    WarnRateLimited("lease", "leader election: " + attempt.error().message());
+  }
+  if (now_leading != leading_.exchange(now_leading)) {
+    metrics_.leader.Set({}, now_leading ? 1 : 0);
+    log_(LogLevel::kInfo, now_leading
+                              ? "became the leader (" + config_.election->identity + ")"
+                              : "stopped leading; following " + elector_->observed_holder());
+    trigger_.Request(now_leading ? "became the leader" : "stopped leading");
+  }
+}
+
 void Sidecar::ElectionLoop() {
+  // Run made the first attempt before the first pass.
   while (!stopping_) {
-    auto attempt = elector_->TryAcquireOrRenew();
-    const bool now_leading = elector_->IsLeader();
-    if (!attempt) {
-      WarnRateLimited("lease", "leader election: " + attempt.error().message());
-    }
-    if (now_leading != leading_.exchange(now_leading)) {
-      metrics_.leader.Set({}, now_leading ? 1 : 0);
-      log_(LogLevel::kInfo, now_leading
-                                ? "became the leader (" + config_.election->identity + ")"
-                                : "stopped leading; following " + elector_->observed_holder());
-      trigger_.Request(now_leading ? "became the leader" : "stopped leading");
-    }
     if (SleepUnlessStopped(elector_->NextAttemptIn())) {
       break;
     }
+    ElectionAttempt();
   }
   if (auto released = elector_->Release(); !released) {
     log_(LogLevel::kWarning, "releasing the lease: " + released.error().message());
@@ -381,7 +389,7 @@ void Sidecar::ServingLoop() {
   }
 }
 
-void Sidecar::RunPass(const std::set<std::string>& reasons) {
+bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   const Role role = leading_ ? Role::kLeader : Role::kFollower;
   log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
   const MonotonicTime started = clock_.Monotonic();
@@ -405,7 +413,7 @@ void Sidecar::RunPass(const std::set<std::string>& reasons) {
     if (!keep) {
       SetCertificateReadiness(false, report.error().message(), {});
     }
-    return;
+    return false;
   }
   backoff_ = milliseconds(0);
   const std::string result = report->ready ? "ready" : "not_ready";
@@ -447,6 +455,7 @@ void Sidecar::RunPass(const std::set<std::string>& reasons) {
     }
   }
   SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles));
+  return report->folder_written;
 }
 
 void Sidecar::RecordWrites(const PassReport& report) {
@@ -492,6 +501,9 @@ void Sidecar::Run() {
     threads_.emplace_back([this, spec] { WatchLoop(spec); });
   }
   if (elector_) {
+    // Before the first pass: a replica that can lead at once should not start as a follower
+    // and read for nothing.
+    ElectionAttempt();
     threads_.emplace_back([this] { ElectionLoop(); });
   }
   if (config_.serving) {
@@ -501,6 +513,8 @@ void Sidecar::Run() {
   TimePoint next_resync = clock_.Now() + Jittered(resync, 0.1);
   std::optional<MonotonicTime> retry_at;
   MonotonicTime last_pass = clock_.Monotonic();
+  // After the folder got a new set: when to remove the replaced one (max: nothing to do).
+  MonotonicTime remove_stale_sets_at = MonotonicTime::max();
   trigger_.Request("start");
   while (!trigger_.stopped()) {
     heartbeat_ = Millis(clock_.Monotonic());
@@ -510,6 +524,10 @@ void Sidecar::Run() {
       wait = std::min(wait, std::chrono::ceil<milliseconds>(*retry_at - clock_.Monotonic()));
     }
     // A failing pass has its own backoff; only a blind but otherwise healthy loop polls.
+    if (remove_stale_sets_at != MonotonicTime::max()) {
+      wait = std::min(wait,
+                      std::chrono::ceil<milliseconds>(remove_stale_sets_at - clock_.Monotonic()));
+    }
     const bool poll = failing_watches_ > 0 && backoff_ == milliseconds(0);
     if (poll) {
       wait = std::min(
@@ -526,6 +544,10 @@ void Sidecar::Run() {
     if (poll && clock_.Monotonic() >= last_pass + kPollWhileBlind) {
       reasons.insert("polling while a watch is down");
     }
+    if (clock_.Monotonic() >= remove_stale_sets_at) {
+      certdir::RemoveStaleSets(config_.pass.cert_dir);
+      remove_stale_sets_at = MonotonicTime::max();
+    }
     // The wall clock, not the monotonic one: after a suspend or a clock step the
     // certificates are judged against the real date, so the resync must be too.
     if (clock_.Now() >= next_resync) {
@@ -536,7 +558,9 @@ void Sidecar::Run() {
       continue;
     }
     heartbeat_ = Millis(clock_.Monotonic());
-    RunPass(reasons);
+    if (RunPass(reasons)) {
+      remove_stale_sets_at = clock_.Monotonic() + kStaleSetGrace;
+    }
     last_pass = clock_.Monotonic();
     if (backoff_ > milliseconds(0)) {
       retry_at = clock_.Monotonic() + Jittered(backoff_, 0.5);

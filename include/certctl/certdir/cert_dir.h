@@ -32,11 +32,16 @@ enum class Publish { kUnchanged, kReplaced };
 // new folder named for `now`, then the ..data link is renamed over to point at it, so a
 // reader sees the old set or the new, never a key from one and a certificate from the other.
 // The visible names are relative links into ..data (regular files left by an earlier
-// writer are replaced by them); the previous set and stale leftovers of an interrupted run
-// are removed after the swap. Nothing is written when DIR already serves `files`. The key is
-// 0600, the certificates 0644, a created DIR 0755. Failures are kIo naming the path; they
-// leave the set that was served in place.
+// writer are replaced by them). The set just replaced stays until RemoveStaleSets, since a
+// reader that followed ..data an instant before the swap may still be opening its files;
+// older sets and the leftovers of an interrupted run are removed after the swap. Nothing is
+// written when DIR already serves `files`. The key is 0600, the certificates 0644, a created
+// DIR 0755. Failures are kIo naming the path; they leave the set that was served in place.
 Result<Publish> PublishServingFiles(const std::filesystem::path& dir, const ServingFiles& files,
                                     TimePoint now);
+
+// Removes every set folder but the one ..data names: call it a moment after a swap, once
+// readers of the replaced set are done. Failures cost disk space only and are ignored.
+void RemoveStaleSets(const std::filesystem::path& dir);
 
 }  // namespace certctl::certdir

@@ -109,7 +109,10 @@ class Sidecar {
   std::vector<WatchSpec> Watches() const;
   void WatchLoop(const WatchSpec& spec);
   void ElectionLoop();
-  void RunPass(const std::set<std::string>& reasons);
+  // One try to acquire or renew the Lease; a change of leadership starts a pass.
+  void ElectionAttempt();
+  // One pass and what follows from it; true when the folder got a new set.
+  bool RunPass(const std::set<std::string>& reasons);
   // An Event for every write the pass made, so `kubectl describe` tells what certctl did.
   void RecordWrites(const PassReport& report);
   // Repeats the serving handshake: soon after each pass, then every few seconds.

@@ -87,8 +87,19 @@ TEST(CertDir, ANewSetReplacesTheOldOneWhole) {
             Publish::kReplaced);
   EXPECT_EQ(ReadServingFiles(dir.path()).value(), changed);
   EXPECT_NE(fs::read_symlink(dir / "..data"), old_set);
+  // The replaced set stays for readers that followed ..data just before the swap, until
+  // RemoveStaleSets; a third set removes it anyway.
+  EXPECT_TRUE(fs::exists(dir.path() / old_set));
+  RemoveStaleSets(dir.path());
   EXPECT_FALSE(fs::exists(dir.path() / old_set));
   EXPECT_EQ(Entries(dir.path()).size(), 5U);
+  EXPECT_EQ(ReadServingFiles(dir.path()).value(), changed);
+
+  const fs::path second_set = fs::read_symlink(dir / "..data");
+  ASSERT_TRUE(PublishServingFiles(dir.path(), Set("c"), kNow + std::chrono::seconds(2)));
+  ASSERT_TRUE(PublishServingFiles(dir.path(), Set("d"), kNow + std::chrono::seconds(3)));
+  EXPECT_FALSE(fs::exists(dir.path() / second_set));
+  EXPECT_EQ(Entries(dir.path()).size(), 6U);  // ..data, d's set, c's set, three links
 }
 
 TEST(CertDir, PlainFilesFromAnEarlierWriterBecomeLinks) {
@@ -154,6 +165,7 @@ TEST(CertDir, ReadersAlwaysSeeWholeFiles) {
   done = true;
   reader.join();
   EXPECT_EQ(torn, 0);
+  RemoveStaleSets(dir.path());
   EXPECT_EQ(Entries(dir.path()).size(), 5U);
 }
 

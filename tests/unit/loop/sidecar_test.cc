@@ -119,6 +119,31 @@ TEST(Sidecar, AFollowerWritesNothingAndSaysWhoItWaitsFor) {
   EXPECT_EQ(running.metrics().leader.Value({}), 0);
 }
 
+// A new set replaces the folder's old one at once; the old set's files stay a moment for
+// readers that were opening them, then go.
+TEST(Sidecar, TheReplacedSetOfTheFolderIsRemovedShortlyAfterTheSwap) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  Running running(api, Config(dir));
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady(); }));
+  const auto sets = [&] {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "tls")) {
+      const std::string name = entry.path().filename().string();
+      count += name.starts_with("..") && name != "..data" && !entry.is_symlink() ? 1 : 0;
+    }
+    return count;
+  };
+  const auto first = std::filesystem::read_symlink(dir / "tls" / "..data");
+  ASSERT_TRUE(api.Remove(kube::kSecrets, kNs, "webhook-server-cert"));
+  running.sidecar().Reconcile("test");
+  ASSERT_TRUE(
+      Eventually([&] { return std::filesystem::read_symlink(dir / "tls" / "..data") != first; }));
+  EXPECT_TRUE(Eventually([&] { return sets() == 1; })) << sets();
+  EXPECT_FALSE(std::filesystem::exists(dir / "tls" / first));
+}
+
 // The fake API has no watch: every watch keeps failing, as when the API server drops them.
 // A caBundle wiped meanwhile must still be repaired (and readiness re-judged) by polling.
 TEST(Sidecar, WhileWatchesFailAWipedBundleIsRepairedByPolling) {
