@@ -575,6 +575,9 @@ void Sidecar::Run() {
     thread.join();
   }
   threads_.clear();
+  if (remove_stale_sets_at != MonotonicTime::max()) {
+    certdir::RemoveStaleSets(config_.pass.cert_dir);
+  }
   if (!config_.ready_file.empty()) {
     std::error_code error;
     std::filesystem::remove(config_.ready_file, error);
