@@ -181,9 +181,12 @@ void Validator::Run() {
     CheckTimes(Part::kLeaf, "server certificate", *report_.leaf);
   }
 
+  // ca.key belongs to the issuing CA or, while a CA rotation has the bundle trusted before
+  // the leaf moves, to the incoming CA, first in ca.crt. Either way a leaf re-issued with it
+  // is trusted by the bundle.
   if (ca_key && !cas_.empty()) {
     const std::size_t index = report_.issuer_index.value_or(0);
-    if (!cas_[index].MatchesKey(*ca_key)) {
+    if (!cas_[index].MatchesKey(*ca_key) && !cas_.front().MatchesKey(*ca_key)) {
       Add(Part::kCaKey, FindingCode::kKeyMismatch,
           source_.ca_key_label + " does not match " + Name("CA certificate", report_.ca[index]));
     }

@@ -57,7 +57,8 @@ struct ValidationReport {
 
 // Applies every rule of the contract at time `now`:
 //  - each part present (ca.key excepted) and parsable;
-//  - tls.key matches tls.crt, and ca.key (when present) matches the issuing CA;
+//  - tls.key matches tls.crt, and ca.key (when present) matches the issuing CA or the first
+//    CA of ca.crt (the incoming CA of a rotation, trusted before the leaf moves to it);
 //  - the leaf verifies against ca.crt for TLS server use (any bundle entry may anchor,
 //    as in Go's x509 pool); validity times are reported separately, not as chain errors;
 //  - the leaf covers every policy DNS name (wildcards as TLS clients match them) and IP;

@@ -630,16 +630,29 @@ TEST(PkiValidate, ExpiredNonIssuingCaIsNotATimeFinding) {
   EXPECT_EQ(report.issuer_index, 1u);
 }
 
-TEST(PkiValidate, CaKeyIsComparedWithTheIssuingCa) {
+TEST(PkiValidate, CaKeyOfNeitherTheIssuerNorTheFirstCaIsAMismatchNamingTheIssuer) {
   const KeyPair old_ca = MustCa(kNow, "old-ca");
   const KeyPair new_ca = MustCa(kNow, "new-ca");
+  const KeyPair stranger = MustCa(kNow, "stranger-ca");
   const KeyPair leaf = MustLeaf(new_ca);
   const ValidationReport report =
-      Validate(Source({&old_ca, &new_ca}, leaf, &old_ca), Policy(), kNow);
+      Validate(Source({&old_ca, &new_ca}, leaf, &stranger), Policy(), kNow);
   ASSERT_EQ(report.findings.size(), 1u) << Dump(report);
   EXPECT_EQ(report.findings[0].part, Part::kCaKey);
   EXPECT_EQ(report.findings[0].finding.code, FindingCode::kKeyMismatch);
   EXPECT_THAT(report.findings[0].finding.message, HasSubstr("\"new-ca\""));
+}
+
+// A rotation's first step: the incoming CA (first, with ca.key) is trusted next to the
+// outgoing one, which still issued the leaf being served.
+TEST(PkiValidate, CaKeyOfTheIncomingFirstCaIsAcceptedWhileTheLeafIsFromTheOutgoingOne) {
+  const KeyPair outgoing = MustCa(kNow, "outgoing-ca");
+  const KeyPair incoming = MustCa(kNow, "incoming-ca");
+  const KeyPair leaf = MustLeaf(outgoing);
+  const ValidationReport report =
+      Validate(Source({&incoming, &outgoing}, leaf, &incoming), Policy(), kNow + kDay);
+  EXPECT_TRUE(report.ok()) << Dump(report);
+  EXPECT_EQ(report.issuer_index, 1u);
 }
 
 TEST(PkiValidate, LeafChainingToNeitherCaIsUntrustedAndEveryCaIsTimeChecked) {
