@@ -1,0 +1,61 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "certctl/util/clock.h"
+#include "certctl/util/result.h"
+
+namespace certctl::controller {
+
+// A CA rotation goes in steps, each persisted in the Secret before the next, so that no
+// server ever presents a certificate whose issuer some target does not trust yet, and so that
+// a restarted controller, another leader or a later job continues where one stopped:
+//  1. a new CA is generated; ca.crt = new CA + previous CA, ca.key = the new CA's key, the
+//     leaf stays the one issued by the previous CA (phase "trusting"); the bundle is then
+//     injected into every target until each reads back with it;
+//  2. only then the leaf is re-issued from the new CA (phase "overlapping");
+//  3. the previous CA leaves ca.crt (and the targets) once it has expired or the overlap
+//     (--ca-overlap) has passed, whichever comes first (no phase: done).
+inline constexpr char kRotationPhaseAnnotation[] = "certctl.io/rotation-phase";
+inline constexpr char kRotationStartedAnnotation[] = "certctl.io/rotation-started";
+inline constexpr char kPreviousCaUntilAnnotation[] = "certctl.io/previous-ca-until";
+// Set by `certctl rotate` to ask the controller (or the next job) to rotate: "ca" or "leaf".
+inline constexpr char kRotateAnnotation[] = "certctl.io/rotate";
+
+enum class RotationPhase {
+  kNone,
+  kTrusting,     // step 1 stored: waiting for every target to trust the new CA
+  kOverlapping,  // step 2 stored: the leaf is from the new CA; the previous one still trusted
+};
+
+// "", "trusting", "overlapping": the annotation's values.
+std::string_view RotationPhaseName(RotationPhase phase);
+
+enum class RotationRequest { kNone, kCa, kLeaf };
+
+// "", "ca", "leaf".
+std::string_view RotationRequestName(RotationRequest request);
+
+struct RotationState {
+  RotationPhase phase = RotationPhase::kNone;
+  std::optional<TimePoint> started;            // when step 1 was stored
+  std::optional<TimePoint> previous_ca_until;  // step 3 is due then (set by step 2)
+  RotationRequest requested = RotationRequest::kNone;
+
+  bool operator==(const RotationState&) const = default;
+};
+
+// The rotation annotations of `secret` (named `object` in errors). A value that is not a
+// string is kBadResponse; a value certctl never writes (an unknown phase, a time that does
+// not parse) is kInvalidArgument naming the annotation, so nothing acts on a guess.
+Result<RotationState> ReadRotationState(const nlohmann::json& secret, const std::string& object);
+
+// Writes `state` into metadata.annotations: the annotations it needs are set, the others of
+// certctl's removed, everyone else's kept.
+void WriteRotationState(const RotationState& state, nlohmann::json& secret);
+
+}  // namespace certctl::controller

@@ -1,0 +1,145 @@
+#include "certctl/controller/rotation.h"
+
+#include "certctl/kube/object.h"
+#include "certctl/util/duration.h"
+
+namespace certctl::controller {
+namespace {
+
+using Json = nlohmann::json;
+
+// The annotation's value, absent or null as nullopt. Keys hold a slash, which a JSON
+// pointer would split: looked up directly.
+Result<std::optional<std::string>> Annotation(const Json& secret, const std::string& object,
+                                              const char* key) {
+  auto annotations = kube::OptionalObject(secret, "/metadata/annotations", object);
+  if (!annotations) {
+    return Fail(annotations.error());
+  }
+  if (*annotations == nullptr) {
+    return std::optional<std::string>();
+  }
+  const auto found = (*annotations)->find(key);
+  if (found == (*annotations)->end() || found->is_null()) {
+    return std::optional<std::string>();
+  }
+  if (!found->is_string()) {
+    return Fail(ErrorCode::kBadResponse,
+                object + ": metadata.annotations[" + key + "] is not a string");
+  }
+  return std::optional<std::string>(found->get<std::string>());
+}
+
+tl::unexpected<Error> Unknown(const std::string& object, const char* key, const std::string& value,
+                              std::string_view expected) {
+  return Fail(ErrorCode::kInvalidArgument, object + ": metadata.annotations[" + key + "] is \"" +
+                                               value + "\", expected " + std::string(expected));
+}
+
+Result<std::optional<TimePoint>> TimeAnnotation(const Json& secret, const std::string& object,
+                                                const char* key) {
+  auto text = Annotation(secret, object, key);
+  if (!text) {
+    return Fail(text.error());
+  }
+  if (!*text) {
+    return std::optional<TimePoint>();
+  }
+  auto time = ParseRfc3339(**text);
+  if (!time) {
+    return Unknown(object, key, **text, "an RFC 3339 time");
+  }
+  return std::optional<TimePoint>(*time);
+}
+
+}  // namespace
+
+std::string_view RotationPhaseName(RotationPhase phase) {
+  switch (phase) {
+    case RotationPhase::kNone:
+      return "";
+    case RotationPhase::kTrusting:
+      return "trusting";
+    case RotationPhase::kOverlapping:
+      return "overlapping";
+  }
+  return "";
+}
+
+std::string_view RotationRequestName(RotationRequest request) {
+  switch (request) {
+    case RotationRequest::kNone:
+      return "";
+    case RotationRequest::kCa:
+      return "ca";
+    case RotationRequest::kLeaf:
+      return "leaf";
+  }
+  return "";
+}
+
+Result<RotationState> ReadRotationState(const Json& secret, const std::string& object) {
+  RotationState state;
+  auto phase = Annotation(secret, object, kRotationPhaseAnnotation);
+  if (!phase) {
+    return Fail(phase.error());
+  }
+  if (*phase && !(*phase)->empty()) {
+    if (**phase == RotationPhaseName(RotationPhase::kTrusting)) {
+      state.phase = RotationPhase::kTrusting;
+    } else if (**phase == RotationPhaseName(RotationPhase::kOverlapping)) {
+      state.phase = RotationPhase::kOverlapping;
+    } else {
+      return Unknown(object, kRotationPhaseAnnotation, **phase, "trusting or overlapping");
+    }
+  }
+  auto requested = Annotation(secret, object, kRotateAnnotation);
+  if (!requested) {
+    return Fail(requested.error());
+  }
+  if (*requested && !(*requested)->empty()) {
+    if (**requested == RotationRequestName(RotationRequest::kCa)) {
+      state.requested = RotationRequest::kCa;
+    } else if (**requested == RotationRequestName(RotationRequest::kLeaf)) {
+      state.requested = RotationRequest::kLeaf;
+    } else {
+      return Unknown(object, kRotateAnnotation, **requested, "ca or leaf");
+    }
+  }
+  auto started = TimeAnnotation(secret, object, kRotationStartedAnnotation);
+  if (!started) {
+    return Fail(started.error());
+  }
+  state.started = *started;
+  auto until = TimeAnnotation(secret, object, kPreviousCaUntilAnnotation);
+  if (!until) {
+    return Fail(until.error());
+  }
+  state.previous_ca_until = *until;
+  return state;
+}
+
+void WriteRotationState(const RotationState& state, Json& secret) {
+  Json& metadata = secret["metadata"];
+  if (!metadata.contains("annotations") || !metadata["annotations"].is_object()) {
+    metadata["annotations"] = Json::object();
+  }
+  Json& annotations = metadata["annotations"];
+  const auto set = [&](const char* key, std::string_view value) {
+    if (value.empty()) {
+      annotations.erase(key);
+    } else {
+      annotations[key] = std::string(value);
+    }
+  };
+  set(kRotationPhaseAnnotation, RotationPhaseName(state.phase));
+  set(kRotateAnnotation, RotationRequestName(state.requested));
+  set(kRotationStartedAnnotation, state.started ? FormatRfc3339(*state.started) : "");
+  set(kPreviousCaUntilAnnotation,
+      state.previous_ca_until ? FormatRfc3339(*state.previous_ca_until) : "");
+  if (annotations.empty()) {
+    metadata.erase("annotations");
+  }
+}
+
+}  // namespace certctl::controller
