@@ -32,8 +32,10 @@ constexpr milliseconds kAliveWithin{60000};
 // While a watch is failing, a pass this often re-judges readiness and repairs what changed
 // unseen.
 constexpr milliseconds kPollWhileBlind{5000};
-// The serving handshake: how soon again after a failure, and how often once it holds (so a
+// The serving handshake: how soon again after a failure (from 100 ms, doubling: the webhook
+// usually starts just after its certificate appears), and how often once it holds (so a
 // webhook that stopped serving drops readiness).
+constexpr milliseconds kServingFirstRetry{100};
 constexpr milliseconds kServingRetry{1000};
 constexpr milliseconds kServingRecheck{5000};
 // How long a replaced set of the certificate folder stays for readers that were opening it.
@@ -331,8 +333,11 @@ void Sidecar::SetServingReadiness(bool ready, const std::string& reason) {
   const bool changed = ready != serving_->ok || reason != serving_->reason;
   serving_->ok = ready;
   serving_->reason = reason;
+  serving_passed_ = serving_passed_ || ready;
   if (changed && certificate_.ok) {
-    log_(ready ? LogLevel::kInfo : LogLevel::kWarning,
+    // Until the webhook first answers, failing is how it starts (it starts after certctl):
+    // worth a line, not a warning.
+    log_(ready || !serving_passed_ ? LogLevel::kInfo : LogLevel::kWarning,
          ready ? "the webhook at " + FormatHostPort(config_.serving->address) +
                      " verifies against the targets' caBundle"
                : "serving check: " + reason);
@@ -357,6 +362,7 @@ void Sidecar::PublishReadiness(bool was_ready) {
 
 void Sidecar::ServingLoop() {
   const ServingCheck& check = *config_.serving;
+  milliseconds retry = kServingFirstRetry;
   while (!stopping_) {
     std::vector<std::string> bundles;
     bool certificate_ready = false;
@@ -382,9 +388,10 @@ void Sidecar::ServingLoop() {
       }
     }
     SetServingReadiness(ok, reason);
+    const milliseconds next = ok ? kServingRecheck : retry;
+    retry = ok ? kServingFirstRetry : std::min(retry * 2, kServingRetry);
     std::unique_lock lock(stop_mutex_);
-    stop_changed_.wait_for(lock, ok ? kServingRecheck : kServingRetry,
-                           [this] { return stopping_.load() || serving_probe_due_; });
+    stop_changed_.wait_for(lock, next, [this] { return stopping_.load() || serving_probe_due_; });
     serving_probe_due_ = false;
   }
 }

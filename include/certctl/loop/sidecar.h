@@ -146,6 +146,7 @@ class Sidecar {
   mutable std::mutex state_mutex_;
   ReadinessCheck certificate_{"certificate", false, "starting"};
   std::optional<ReadinessCheck> serving_;    // with SidecarConfig::serving
+  bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
   std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
   bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
