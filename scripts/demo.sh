@@ -7,7 +7,11 @@
 #     injects the CA bundle; 5. `certctl check` is green; 6. a second job writes nothing;
 #  7. prove it with a real TLS handshake: openssl s_server serves tls.crt and tls.key read
 #     back from the Secret; openssl s_client trusts only the caBundle read back from the
-#     webhook configuration and verifies the name the API server uses.
+#     webhook configuration and verifies the name the API server uses;
+#  8. the sidecar: `certctl run` keeps a certificate folder that the example webhook server
+#     (e2e/harness/webhook_server.py) serves; an AdmissionReview over verified TLS; a wiped
+#     caBundle repaired by the controller, timed; both stopped with SIGTERM.
+# CERTCTL_BINARY=path runs that binary instead of building build/ci/certctl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/tls_proof.sh
@@ -19,13 +23,26 @@ secret=webhook-server-cert
 host="$service.$namespace.svc"
 
 scripts/setup.sh
-echo "== building certctl"
-scripts/build.sh ci >/dev/null
-certctl=$PWD/build/ci/certctl
+if [[ -n ${CERTCTL_BINARY:-} ]]; then
+  certctl=$(realpath "$CERTCTL_BINARY")
+else
+  echo "== building certctl"
+  scripts/build.sh ci >/dev/null
+  certctl=$PWD/build/ci/certctl
+fi
 "$certctl" version
 
 workdir=$(mktemp -d)
-trap 'stop_emulator; rm -rf "$workdir"' EXIT
+run_pid= webhook_pid= watch_pid=
+# Stops what act 8 started, if it is still running (a failed act).
+stop_sidecar_act() {
+  local pid
+  for pid in $watch_pid $webhook_pid $run_pid; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+trap 'stop_sidecar_act; stop_emulator; rm -rf "$workdir"' EXIT
 
 echo "== 1. offline: certctl generate --service $service -n $namespace --out-dir $workdir/pair"
 "$certctl" generate --service "$service" -n "$namespace" --out-dir "$workdir/pair"
@@ -84,5 +101,127 @@ done
 kubectl get validatingwebhookconfiguration "$service" \
   -o 'jsonpath={.webhooks[0].clientConfig.caBundle}' | base64 -d >"$workdir/ca-bundle.crt"
 tls_proof "$workdir/tls.crt" "$workdir/tls.key" "$workdir/ca-bundle.crt" "$host"
+
+echo "== 8. sidecar: certctl run keeps a certificate folder, the example webhook server serves it"
+act=$workdir/sidecar
+mkdir -p "$act"
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# http_status PORT PATH: the status code of GET http://127.0.0.1:PORT/PATH (000 if none).
+http_status() {
+  local fd reply
+  { exec {fd}<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || { echo 000; return; }
+  printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&"$fd"
+  reply=$(head -n1 <&"$fd" || true)
+  exec {fd}>&-
+  reply=${reply#HTTP/1.? }
+  echo "${reply:0:3}"
+}
+fail() {
+  echo "demo: $*" >&2
+  for log in "$act"/*.log; do echo "--- $log" >&2; cat "$log" >&2; done
+  exit 1
+}
+health_port=$(free_port)
+webhook_port=$(free_port)
+# --serving-addr: ready only once the webhook's own handshake verifies against the caBundle.
+"$certctl" run -n "$namespace" --service "$service" --secret "$secret" \
+  --validating-webhook "$service" --cert-dir "$act/certs" \
+  --health-addr "127.0.0.1:$health_port" --metrics-addr "" \
+  --serving-addr "127.0.0.1:$webhook_port" 2>"$act/certctl.log" &
+run_pid=$!
+/usr/bin/python3 e2e/harness/webhook_server.py --cert-dir "$act/certs" \
+  --listen "127.0.0.1:$webhook_port" --ready-timeout 30 >"$act/webhook.out" 2>"$act/webhook.log" &
+webhook_pid=$!
+started=${EPOCHREALTIME/[.,]/}
+for _ in $(seq 1 400); do
+  [[ $(http_status "$health_port" /readyz) == 200 && -s $act/webhook.out ]] && break
+  kill -0 "$run_pid" 2>/dev/null || fail "certctl run exited"
+  kill -0 "$webhook_pid" 2>/dev/null || fail "the webhook server exited"
+  sleep 0.05
+done
+[[ $(http_status "$health_port" /readyz) == 200 ]] || fail "certctl run not ready after 20s"
+[[ -s $act/webhook.out ]] || fail "the webhook server is not listening after 20s"
+echo "certctl run ready ($(((${EPOCHREALTIME/[.,]/} - started) / 1000)) ms): $act/certs/..data -> $(readlink "$act/certs/..data")"
+echo "webhook server: $(head -n1 "$act/webhook.out"), $(grep -o 'loaded the certificate: serial=[0-9A-F]*' "$act/webhook.log")"
+
+# The API server's call: trust only the caBundle of the configuration, verify $host.
+kubectl get validatingwebhookconfiguration "$service" \
+  -o 'jsonpath={.webhooks[0].clientConfig.caBundle}' | base64 -d >"$act/ca-bundle.crt"
+# admission_call UID LABELS: POSTs an AdmissionReview for a ConfigMap; prints the answer.
+admission_call() {
+  local review
+  review='{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"'$1'","kind":{"group":"","version":"v1","kind":"ConfigMap"},"resource":{"group":"","version":"v1","resource":"configmaps"},"name":"settings","namespace":"'$namespace'","operation":"CREATE","userInfo":{"username":"admin"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"'$namespace'","labels":'$2'}}}}'
+  printf 'POST /validate?timeout=10s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s' \
+    "$host" "${#review}" "$review" |
+    openssl s_client -quiet -connect "127.0.0.1:$webhook_port" -servername "$host" \
+      -verify_return_error -verify_hostname "$host" -CAfile "$act/ca-bundle.crt" \
+      2>"$act/s_client.log" | sed -n '/^\r$/,$p' | tail -n +2
+}
+answer=$(admission_call demo-allow '{}') || fail "the call over TLS to $host failed"
+echo "AdmissionReview, verified TLS to $host: $answer"
+[[ $answer == *'"uid": "demo-allow", "allowed": true'* ]] || fail "unexpected answer: $answer"
+answer=$(admission_call demo-deny '{"certctl-example/deny":"yes"}') || fail "the call over TLS to $host failed"
+echo "AdmissionReview with the label certctl-example/deny: $answer"
+[[ $answer == *'"uid": "demo-deny", "allowed": false'* ]] || fail "unexpected answer: $answer"
+
+# Wipe the caBundle, as a helm upgrade rendering caBundle: "" would, and time the repair as
+# a kubectl watch sees it: from the event that shows it blank to the one that shows it back.
+bundle=$(kubectl get validatingwebhookconfiguration "$service" \
+  -o 'jsonpath={.webhooks[0].clientConfig.caBundle}')
+mkfifo "$act/watch.fifo"
+kubectl get validatingwebhookconfiguration "$service" -w \
+  -o 'jsonpath={.webhooks[0].clientConfig.caBundle}{"\n"}' >"$act/watch.fifo" 2>"$act/watch.log" &
+watch_pid=$!
+while IFS= read -r line; do
+  echo "${EPOCHREALTIME/[.,]/} $line"
+done <"$act/watch.fifo" >"$act/watch.events" &
+reader_pid=$!
+# repaired: sets blanked_at and restored_at (microseconds) from the watch's events.
+repaired() {
+  local at value
+  blanked_at= restored_at=
+  while read -r at value; do
+    if [[ -z $blanked_at ]]; then
+      [[ -z $value ]] && blanked_at=$at
+    elif [[ $value == "$bundle" ]]; then
+      restored_at=$at
+      return 0
+    fi
+  done <"$act/watch.events"
+  return 1
+}
+for _ in $(seq 1 200); do
+  [[ -s $act/watch.events ]] && break
+  sleep 0.05
+done
+[[ -s $act/watch.events ]] || fail "the kubectl watch did not start"
+patched=${EPOCHREALTIME/[.,]/}
+kubectl patch validatingwebhookconfiguration "$service" --type json \
+  -p '[{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}]' >/dev/null
+for _ in $(seq 1 200); do
+  repaired && break
+  sleep 0.05
+done
+kill "$watch_pid"
+wait "$watch_pid" 2>/dev/null || true
+wait "$reader_pid" || true
+watch_pid=
+repaired || fail "the caBundle was not repaired within 10s"
+echo "caBundle wiped with kubectl patch: repaired in $(((restored_at - blanked_at) / 1000)) ms" \
+  "(blank to restored, as the watch saw them; $(((restored_at - patched) / 1000)) ms after kubectl patch started)"
+[[ $(http_status "$health_port" /readyz) == 200 ]] || fail "certctl run not ready after the repair"
+answer=$(admission_call demo-after '{}') || fail "the call over TLS to $host failed"
+[[ $answer == *'"allowed": true'* ]] || fail "unexpected answer after the repair: $answer"
+echo "after the repair: /readyz 200, AdmissionReview answered over verified TLS"
+
+kill -TERM "$webhook_pid" "$run_pid"
+webhook_rc=0 run_rc=0
+wait "$webhook_pid" || webhook_rc=$?
+wait "$run_pid" || run_rc=$?
+webhook_pid= run_pid=
+echo "SIGTERM: certctl run exited $run_rc, the webhook server exited $webhook_rc"
+[[ $run_rc -eq 0 && $webhook_rc -eq 0 ]] || fail "a process did not exit 0 on SIGTERM"
 
 echo "== demo passed: $host is served with a certificate the API server trusts"

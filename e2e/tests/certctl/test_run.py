@@ -11,11 +11,9 @@ takeover within the lease duration) are measured and asserted on their own.
 import base64
 import copy
 import datetime
-import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -24,6 +22,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.certctl import webhook_configuration
+from harness.rbac import emulator_rules
+from harness.sidecar import Sidecar, free_ports
 
 NS = "infra"
 SECRET = "webhook-server-cert"
@@ -43,128 +43,13 @@ REPAIR_LIMIT = 2.0   # what the controller promises for a repair
 STOP_LIMIT = 5.0     # ... for SIGTERM/SIGINT to exit
 LEASE_DURATION = 15.0
 
-# Broad rules for the sidecar's service account: the chart's permission table has no
-# `sidecar` mode yet, and these tests are about behaviour, not RBAC. No delete anywhere.
-RULES = [
-    {"verbs": ["get", "list", "watch", "create", "update", "patch"], "apiGroups": [""],
-     "resources": ["secrets"], "namespaces": [NS]},
-    {"verbs": ["get", "list", "watch", "create", "update", "patch"],
-     "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "namespaces": [NS]},
-    # Events about cluster-scoped targets go to the default namespace.
-    {"verbs": ["create", "update", "patch"], "apiGroups": ["", "events.k8s.io"],
-     "resources": ["events"]},
-    {"verbs": ["get", "list", "watch", "update", "patch"],
-     "apiGroups": ["admissionregistration.k8s.io"],
-     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
-    {"verbs": ["get", "list", "watch", "update", "patch"], "apiGroups": ["apiextensions.k8s.io"],
-     "resources": ["customresourcedefinitions"]},
-    {"verbs": ["get", "list", "watch", "update", "patch"],
-     "apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"]},
-]
-SCRUBBED = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE",
-            "POD_NAME", "CERTCTL_SERVICEACCOUNT_DIR")
+# Exactly the chart's RBAC for this Secret and target (mode sidecar), with the leases that
+# leader election needs: every scenario also proves those grants suffice.
+RULES = emulator_rules("sidecar", SECRET, NS, {"validatingWebhooks": ["hook"]},
+                       {"leaderElection": True})
 
 
-# --- the process helper -------------------------------------------------------------------
-
-def free_ports(count):
-    """`count` distinct free loopback ports (all bound at once, then released)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
-class Sidecar:
-    """One `certctl run` process as a pod's sidecar: in-cluster configuration as `user`,
-    its own certificate folder, ready file, health and metrics ports, stderr in a file."""
-
-    def __init__(self, binary, cluster, workdir, name, user, args):
-        self.name = name
-        self.user = user
-        self.cert_dir = os.path.join(workdir, f"{name}-certs")
-        self.ready_file = os.path.join(workdir, f"{name}.ready")
-        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
-        self.stdout_path = os.path.join(workdir, f"{name}.stdout")
-        self.health_port, self.metrics_port = free_ports(2)
-        self.argv = [binary, "run", "--service", "hook", "-n", NS,
-                     "--cert-dir", self.cert_dir, "--ready-file", self.ready_file,
-                     "--health-addr", f"127.0.0.1:{self.health_port}",
-                     "--metrics-addr", f"127.0.0.1:{self.metrics_port}", *args]
-        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-        env.update(cluster.in_cluster_env(user, NS))
-        self.env = env
-        self.proc = None
-        self.started_at = None
-
-    def start(self):
-        with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=err, env=self.env)
-        self.started_at = time.time()
-        return self
-
-    def log(self):
-        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def describe(self):
-        code = self.proc.poll() if self.proc else None
-        return (f"--- certctl run {self.name} (exit {code}) stderr:\n{self.log()}"
-                f"--- /readyz: {self.readyz()}")
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def get(self, path, port=None):
-        """(status, body, headers) of GET path on the health port (or `port`);
-        (None, error, {}) when nothing answers."""
-        conn = http.client.HTTPConnection("127.0.0.1", port or self.health_port, timeout=5)
-        try:
-            conn.request("GET", path)
-            resp = conn.getresponse()
-            return resp.status, resp.read().decode(errors="replace"), dict(resp.getheaders())
-        except OSError as e:
-            return None, f"{type(e).__name__}: {e}", {}
-        finally:
-            conn.close()
-
-    def readyz(self):
-        return self.get("/readyz")[:2]
-
-    def healthz(self):
-        return self.get("/healthz")[:2]
-
-    def metrics(self):
-        status, body, headers = self.get("/metrics", port=self.metrics_port)
-        assert status == 200, (status, body)
-        return body, headers
-
-    def send(self, sig):
-        self.proc.send_signal(sig)
-
-    def stop(self, sig=signal.SIGTERM):
-        """Signal, wait up to 5 s, kill if still running; returns (exit code, seconds)."""
-        started = time.monotonic()
-        if self.alive():
-            self.proc.send_signal(sig)
-        self.reap()
-        return self.proc.returncode, time.monotonic() - started
-
-    def reap(self):
-        """Waits up to 5 s for the process to end, then kills it: nothing outlives a test."""
-        if self.proc is None:
-            return
-        try:
-            self.proc.wait(STOP_LIMIT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_LIMIT)
-
+# --- the process helper: harness/sidecar.py -----------------------------------------------
 
 @pytest.fixture
 def sidecars(cluster, certctl_binary, tmp_path):
