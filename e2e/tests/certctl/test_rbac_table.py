@@ -390,11 +390,17 @@ class RunBed:
     def until(self, what, condition, ablated_bound=ABLATED_BOUND, broken_by_log=None):
         """Polls `condition` until it holds. Breaks the scenario when certctl exits, when
         RUN_BOUND passes first, or once a verb was taken away: when `ablated_bound`
-        passes first, or as soon as /readyz reports a refusal (a pass failed on it) or a
-        log line containing `broken_by_log` does."""
+        passes first, or as soon as /readyz reports a refusal or the log a refused pass,
+        or a log line containing `broken_by_log` does."""
         limit = ablated_bound if self.ablated else RUN_BOUND
         deadline = time.monotonic() + limit
         while True:
+            # A refused pass may be retried and succeed before a poll of /readyz sees its
+            # 503 (the retry can meet no conflict, say), even before the first poll; its log
+            # line stays.
+            if self.ablated and any("reconcile failed: " in line and "is forbidden" in line
+                                    for line in self.process.log().splitlines()):
+                raise Broken(f"{what}: certctl logged a refused pass")
             if condition():
                 return
             status, body = self.readyz()
