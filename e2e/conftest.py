@@ -1,7 +1,9 @@
 """pytest plugin for the end-to-end suite: emulator fixtures and a per-test time limit.
 
 pytest-timeout is not a dependency, so each test (setup, call and teardown together)
-runs under SIGALRM; E2E_TEST_TIMEOUT (seconds, default 60) changes the limit.
+runs under SIGALRM; E2E_TEST_TIMEOUT (seconds, default 60) changes the limit, and a test
+whose scenario is long by nature says so with @pytest.mark.time_limit(SECONDS) (never below
+the default).
 """
 
 import os
@@ -19,13 +21,21 @@ class TestTimeout(Exception):
     pass
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "time_limit(seconds): this test's own limit, for scenarios long by nature")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    marker = item.get_closest_marker("time_limit")
+    limit = max(TEST_TIMEOUT, float(marker.args[0])) if marker else TEST_TIMEOUT
+
     def expire(signum, frame):
-        raise TestTimeout(f"{item.nodeid} exceeded {TEST_TIMEOUT:g}s (E2E_TEST_TIMEOUT)")
+        raise TestTimeout(f"{item.nodeid} exceeded {limit:g}s (E2E_TEST_TIMEOUT or time_limit)")
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT)
+    signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         yield
     finally:

@@ -16,6 +16,7 @@ follows the webhook: not ready before it serves, nor while it is down.
 import base64
 import json
 import os
+import subprocess
 import time
 import uuid
 
@@ -295,4 +296,69 @@ def test_readiness_follows_the_webhook_serving_a_trusted_certificate(pod_without
                                 listen=f"127.0.0.1:{pod.port}", ready_timeout=BOUND)
     pod.webhook.start(bound=BOUND)
     wait_for(lambda: sidecar.readyz()[0] == 200, "/readyz 200 with the webhook back",
+             watch=[sidecar, pod.webhook])
+
+
+def test_a_deleted_secret_is_recreated_and_the_webhook_serves_the_new_pair(pod, cluster,
+                                                                          tmp_path):
+    """The Secret deleted: a new CA and leaf, the folder swapped, the bundle updated, and the
+    webhook, having reloaded, verifies against the configuration's new caBundle."""
+    before = ApiServerView(cluster, tmp_path, "before.crt")
+    old_leaf = verified(pod, before, "before the deletion")
+    cluster.kubectl("delete", "secret", SECRET, "-n", NS)
+
+    def new_bundle():
+        view = ApiServerView(cluster, tmp_path, "after.crt")
+        return view if view.bundle and view.bundle != before.bundle else None
+
+    after = wait_for(new_bundle, "a new caBundle in the configuration",
+                     watch=[pod.sidecar, pod.webhook])
+
+    def serves_new_pair():
+        try:
+            return handshake(pod.port, after.cafile, after.host) != old_leaf
+        except OSError:
+            return False  # the webhook has not reloaded yet
+
+    wait_for(serves_new_pair, "the webhook to serve the new pair",
+             watch=[pod.sidecar, pod.webhook])
+    leaf = verified(pod, after, "after the deletion")
+    assert leaf == leaf_der(secret_data(cluster)["tls.crt"]) == leaf_der(folder_leaf(pod))
+    status, body = post_review(pod.port, after.cafile, after.host,
+                               admission_review(str(uuid.uuid4()), name="after", namespace=NS),
+                               path=after.path)
+    assert status == 200 and body["response"]["allowed"] is True, body
+
+
+def test_not_ready_while_the_webhook_serves_an_untrusted_certificate(pod_without_webhook,
+                                                                     certctl_binary, tmp_path):
+    """--serving-addr: a webhook serving a pair of its own (another CA) keeps certctl not
+    ready, naming the verification failure; once it reloads certctl's pair, ready."""
+    pod = pod_without_webhook
+    sidecar = pod.sidecar
+    wait_for(lambda: sidecar.get("/readyz?exclude=serving")[0] == 200,
+             "the certificate ready", watch=[sidecar])
+    own = tmp_path / "own-pair"
+    subprocess.run([certctl_binary, "generate", "--service", SERVICE, "-n", NS,
+                    "--out-dir", str(own)], check=True, capture_output=True, timeout=20)
+    pod.webhook = WebhookServer(str(own), str(tmp_path), name="webhook-own",
+                                listen=f"127.0.0.1:{pod.port}", ready_timeout=BOUND)
+    pod.webhook.start(bound=BOUND)
+
+    def refused_as_untrusted():
+        status, body = sidecar.readyz()
+        return status == 503 and "does not verify against the caBundle" in body
+
+    wait_for(refused_as_untrusted, "/readyz 503 naming the untrusted certificate",
+             watch=[sidecar, pod.webhook])
+
+    # The webhook reloads certctl's pair (its folder rewritten in place, file by file
+    # renamed over).
+    for name in ("tls.key", "tls.crt"):
+        with open(os.path.join(sidecar.cert_dir, name), encoding="utf-8") as source:
+            content = source.read()
+        staged = own / f".{name}.new"
+        staged.write_text(content)
+        os.replace(staged, own / name)
+    wait_for(lambda: sidecar.readyz() == (200, "ok\n"), "/readyz 200 once the webhook reloaded",
              watch=[sidecar, pod.webhook])
