@@ -142,7 +142,10 @@ TEST(CertDir, AnUnwritableFolderIsAnErrorNamingThePathAndChangesNothing) {
 }
 
 TEST(CertDir, ReadersAlwaysSeeWholeFiles) {
-  // A reader racing the swaps opens DIR/tls.crt by name, like a server reloading it.
+  // A reader racing the swaps opens DIR/tls.crt by name, like a server reloading it. The
+  // replaced set is kept until the next swap, so a read may overlap one swap and still find
+  // its files; the publisher waits, between swaps, for a read that began after the last one,
+  // so that no read spans two (which only a reader stalled for a whole swap would do).
   TempDir dir;
   const std::string big_a(64 * 1024, 'a');
   const std::string big_b(64 * 1024, 'b');
@@ -150,21 +153,33 @@ TEST(CertDir, ReadersAlwaysSeeWholeFiles) {
   const ServingFiles b{big_b, "key b", "ca b"};
   ASSERT_TRUE(PublishServingFiles(dir.path(), a, kNow));
   std::atomic<bool> done{false};
+  std::atomic<int> published{0};
+  std::atomic<int> read_since{0};  // the latest swap count a completed read began after
   std::atomic<int> torn{0};
+  std::atomic<int> reads{0};
   std::thread reader([&] {
     while (!done) {
+      const int began_after = published.load();
       auto content = ReadFile(dir / "tls.crt");
       if (!content || (*content != big_a && *content != big_b)) {
         ++torn;  // missing for a moment, or a mix
       }
+      ++reads;
+      read_since = began_after;
     }
   });
-  for (int round = 0; round < 200; ++round) {
-    ASSERT_TRUE(PublishServingFiles(dir.path(), round % 2 == 0 ? b : a, kNow));
+  for (int round = 1; round <= 200; ++round) {
+    ASSERT_TRUE(PublishServingFiles(dir.path(), round % 2 == 1 ? b : a, kNow));
+    published = round;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (read_since.load() < round && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+    }
   }
   done = true;
   reader.join();
   EXPECT_EQ(torn, 0);
+  EXPECT_GE(reads, 200);
   RemoveStaleSets(dir.path());
   EXPECT_EQ(Entries(dir.path()).size(), 5U);
 }
