@@ -30,7 +30,7 @@ HEADER
   echo '```text'
   "$binary" --help
   echo '```'
-  for command in generate check wait job run version; do
+  for command in generate check wait job run rotate version; do
     echo
     echo "## certctl $command"
     echo

@@ -12,6 +12,7 @@
 #include "cli/generate.h"
 #include "cli/job.h"
 #include "cli/logging.h"
+#include "cli/rotate.h"
 #include "cli/run.h"
 #include "cli/version.h"
 #include "cli/wait.h"
@@ -60,11 +61,13 @@ int Main(int argc, char** argv) {
   VersionOptions version;
   JobOptions job;
   RunOptions run;
+  RotateOptions rotate;
   CLI::App* generate_command = AddGenerateCommand(app, generate);
   CLI::App* check_command = AddCheckCommand(app, check);
   CLI::App* wait_command = AddWaitCommand(app, wait);
   CLI::App* job_command = AddJobCommand(app, job);
   CLI::App* run_command = AddRunCommand(app, run);
+  CLI::App* rotate_command = AddRotateCommand(app, rotate);
   CLI::App* version_command = AddVersionCommand(app, version);
 
   try {
@@ -101,6 +104,9 @@ int Main(int argc, char** argv) {
   }
   if (run_command->parsed()) {
     return RunController(run, env, clock);
+  }
+  if (rotate_command->parsed()) {
+    return RunRotate(rotate, env, clock);
   }
   if (version_command->parsed()) {
     return RunVersion(version);

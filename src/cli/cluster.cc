@@ -15,6 +15,15 @@ void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
   app.add_option("--context", flags.context, "Kubeconfig context (default: current-context)");
   AddDurationFlag(app, "--request-timeout", flags.request_timeout,
                   "Timeout of each API request (watches excepted)");
+  app.add_option("--kube-api-qps", flags.kube_api_qps,
+                 "Sustained requests per second to the API server, once the burst is spent")
+      ->check(CLI::Range(0.1, 100000.0))
+      ->capture_default_str();
+  app.add_option("--kube-api-burst", flags.kube_api_burst,
+                 "Requests sent at once before --kube-api-qps applies (a first injection into "
+                 "hundreds of webhook configurations fits in it)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
 }
 
 void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
@@ -51,6 +60,8 @@ Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string
     return Fail(transport.error().Wrap("connect to " + config->server));
   }
   client_options.request_timeout = flags.request_timeout;
+  client_options.qps = flags.kube_api_qps;
+  client_options.burst = flags.kube_api_burst;
   if (!client_options.retry.on_retry) {
     client_options.retry.on_retry = [](const std::string& message) { spdlog::info("{}", message); };
   }
@@ -64,6 +75,14 @@ Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string
   cluster.ns = kube::ResolveNamespace(namespace_flag, env, *config);
   cluster.description = config->description;
   return cluster;
+}
+
+Result<Cluster> ConnectUntil(const ConnectionFlags& flags, const std::string& namespace_flag,
+                             const Environment& env, const Clock& clock, TimePoint deadline) {
+  kube::ClientOptions client_options;
+  client_options.retry.max_retries = -1;
+  client_options.retry.deadline = deadline;
+  return ConnectToCluster(flags, namespace_flag, env, clock, std::move(client_options));
 }
 
 }  // namespace certctl::cli

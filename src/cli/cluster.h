@@ -21,6 +21,9 @@ struct ConnectionFlags {
   std::string kubeconfig;
   std::string context;
   std::chrono::seconds request_timeout{30};
+  // Client-side rate limit (token bucket), as the kubelet's --kube-api-qps/--kube-api-burst.
+  double kube_api_qps = 50;
+  int kube_api_burst = 1000;
 };
 void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags);
 
@@ -40,5 +43,10 @@ struct Cluster {
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
                                  const Environment& env, const Clock& clock,
                                  kube::ClientOptions client_options = {});
+
+// The same for a one-shot command with one deadline for all its work: requests safe to repeat
+// are retried until then, and never after.
+Result<Cluster> ConnectUntil(const ConnectionFlags& flags, const std::string& namespace_flag,
+                             const Environment& env, const Clock& clock, TimePoint deadline);
 
 }  // namespace certctl::cli

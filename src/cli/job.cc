@@ -4,8 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "certctl/controller/ensure_secret.h"
-#include "certctl/controller/inject.h"
+#include "certctl/controller/converge.h"
 #include "certctl/controller/secret.h"
 #include "certctl/util/duration.h"
 
@@ -24,25 +23,60 @@ std::string Milliseconds(std::chrono::steady_clock::duration elapsed) {
          " ms";
 }
 
-// The CA bundle for the inject phase: ca.crt of the Secret, which must hold a valid pair.
-// One GET: a steady cluster sees one read per object.
-Result<std::string> StoredBundle(kube::Client& client, const std::string& ns,
-                                 const std::string& name, const pki::ValidationPolicy& policy,
-                                 const Clock& clock) {
-  const std::string object = controller::SecretObjectName(ns, name);
-  auto stored = controller::ReadStoredSecret(client, ns, name, policy, clock.Now());
-  if (!stored) {
-    return Fail(stored.error());
+void LogSecret(const controller::SecretOutcome& outcome, const std::string& object,
+               const std::string& took) {
+  switch (outcome.action) {
+    case controller::SecretAction::kNone:
+      spdlog::info("{} is valid{}; nothing to do ({})", object,
+                   outcome.managed ? "" : " (external, not managed by certctl)", took);
+      break;
+    case controller::SecretAction::kCreated:
+      spdlog::info("created {} with a new CA and server certificate ({})", object, took);
+      break;
+    case controller::SecretAction::kLeafReissued:
+      spdlog::info("re-issued the server certificate in {}: {} ({})", object, outcome.reason, took);
+      break;
+    case controller::SecretAction::kCaReplaced:
+      spdlog::info("replaced the CA and server certificate in {}: {} ({})", object, outcome.reason,
+                   took);
+      break;
+    case controller::SecretAction::kCaRotationStarted:
+      spdlog::info(
+          "CA rotation step 1 of 3 in {}: a new CA is stored next to the current one, "
+          "which still issues the served certificate: {} ({})",
+          object, outcome.reason, took);
+      break;
+    case controller::SecretAction::kLeafMovedToNewCa:
+      spdlog::info(
+          "CA rotation step 2 of 3 in {}: the server certificate is issued by the new "
+          "CA ({}); the previous CA stays trusted until {} ({})",
+          object, outcome.reason,
+          outcome.rotation.previous_ca_until ? FormatRfc3339(*outcome.rotation.previous_ca_until)
+                                             : "it expires",
+          took);
+      break;
+    case controller::SecretAction::kPreviousCaRetired:
+      spdlog::info("CA rotation step 3 of 3 in {}: {}; the previous CA left the bundle ({})",
+                   object, outcome.reason, took);
+      break;
+    case controller::SecretAction::kAdopted:
+      spdlog::info("adopted {}: now managed by certctl ({})", object, took);
+      break;
   }
-  if (!stored->has_value()) {
-    return Fail(ErrorCode::kNotFound, object + " does not exist; run the secret phase first");
+}
+
+void LogInjected(const controller::InjectOutcome& outcome, const std::string& took) {
+  if (outcome.patched_objects == 0) {
+    spdlog::info("all {} caBundle(s) in {} object(s) already hold the CA bundle ({})",
+                 outcome.slots, outcome.objects, took);
+    return;
   }
-  if (!(*stored)->findings.empty()) {
-    return Fail(ErrorCode::kFailedPrecondition, object + " does not hold a valid pair (" +
-                                                    JoinFindings((*stored)->findings) +
-                                                    "); run the secret phase first");
+  std::string names;
+  for (const std::string& name : outcome.patched) {
+    names += (names.empty() ? "" : ", ") + name;
   }
-  return *(*stored)->pair.source.ca_pem;
+  spdlog::info("injected the CA bundle into {} of {} caBundle(s): {} ({})", outcome.patched_slots,
+               outcome.slots, names, took);
 }
 
 }  // namespace
@@ -84,11 +118,8 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   // 429, timeouts, resets) both end --wait-for-targets after the start, so a hook can neither
   // hang a `helm upgrade` nor fail it over a blip.
   const TimePoint deadline = SaturatingAdd(clock.Now(), options.wait_for_targets);
-  kube::ClientOptions client_options;
-  client_options.retry.max_retries = -1;
-  client_options.retry.deadline = deadline;
-  auto cluster = ConnectToCluster(options.connection, options.secret.identity.namespace_name, env,
-                                  clock, std::move(client_options));
+  auto cluster = ConnectUntil(options.connection, options.secret.identity.namespace_name, env,
+                              clock, deadline);
   if (!cluster) {
     return Failed(cluster.error().message());
   }
@@ -100,67 +131,34 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   const controller::SecretSpec& spec = *made;
   const std::string secret_object = controller::SecretObjectName(spec.ns, spec.name);
 
-  std::string bundle;
-  if (ensure) {
-    const auto started = std::chrono::steady_clock::now();
-    auto outcome = controller::EnsureSecret(*cluster->client, spec, clock);
-    if (!outcome) {
-      return Failed(outcome.error().message());
-    }
-    bundle = outcome->ca_bundle;
-    const std::string took = Milliseconds(std::chrono::steady_clock::now() - started);
-    switch (outcome->action) {
-      case controller::SecretAction::kNone:
-        spdlog::info("{} is valid{}; nothing to do ({})", secret_object,
-                     outcome->managed ? "" : " (external, not managed by certctl)", took);
-        break;
-      case controller::SecretAction::kCreated:
-        spdlog::info("created {} with a new CA and server certificate ({})", secret_object, took);
-        break;
-      case controller::SecretAction::kLeafReissued:
-        spdlog::info("re-issued the server certificate in {}: {} ({})", secret_object,
-                     outcome->reason, took);
-        break;
-      case controller::SecretAction::kCaReplaced:
-        spdlog::info("replaced the CA and server certificate in {}: {} ({})", secret_object,
-                     outcome->reason, took);
-        break;
-      case controller::SecretAction::kAdopted:
-        spdlog::info("adopted {}: now managed by certctl ({})", secret_object, took);
-        break;
-    }
+  // Each step is logged with the time it took since the previous one.
+  auto step_started = std::chrono::steady_clock::now();
+  const auto took = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    const std::string text = Milliseconds(now - step_started);
+    step_started = now;
+    return text;
+  };
+  controller::ConvergeOptions converge;
+  converge.ensure_secret = ensure;
+  converge.inject = inject;
+  converge.inject_options.wait_for_targets = options.wait_for_targets;
+  converge.inject_options.deadline = deadline;
+  converge.on_secret = [&](const controller::SecretOutcome& outcome) {
+    LogSecret(outcome, secret_object, took());
+  };
+  converge.on_inject = [&](const controller::InjectOutcome& outcome) {
+    LogInjected(outcome, took());
+  };
+  auto outcome = controller::Converge(*cluster->client, spec, options.targets, converge, clock);
+  if (!outcome) {
+    return Failed(outcome.error().message());
   }
-
-  if (inject) {
-    if (!ensure) {
-      auto stored =
-          StoredBundle(*cluster->client, spec.ns, spec.name, controller::PolicyFor(spec), clock);
-      if (!stored) {
-        return Failed(stored.error().message());
-      }
-      bundle = std::move(*stored);
-    }
-    const auto started = std::chrono::steady_clock::now();
-    controller::InjectOptions inject_options;
-    inject_options.wait_for_targets = options.wait_for_targets;
-    inject_options.deadline = deadline;
-    auto outcome =
-        controller::InjectBundle(*cluster->client, options.targets, bundle, inject_options, clock);
-    if (!outcome) {
-      return Failed(outcome.error().message());
-    }
-    const std::string took = Milliseconds(std::chrono::steady_clock::now() - started);
-    if (outcome->patched_objects == 0) {
-      spdlog::info("all {} caBundle(s) in {} object(s) already hold the CA bundle ({})",
-                   outcome->slots, outcome->objects, took);
-    } else {
-      std::string names;
-      for (const std::string& name : outcome->patched) {
-        names += (names.empty() ? "" : ", ") + name;
-      }
-      spdlog::info("injected the CA bundle into {} of {} caBundle(s): {} ({})",
-                   outcome->patched_slots, outcome->slots, names, took);
-    }
+  if (outcome->rotation.phase == controller::RotationPhase::kTrusting) {
+    spdlog::info(
+        "{}: the CA rotation waits for the targets to trust the new CA; the inject "
+        "phase (or a running controller) injects it and moves the server certificate",
+        secret_object);
   }
   return kExitOk;
 }

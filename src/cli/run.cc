@@ -269,10 +269,6 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   // Each call gives up soon; the loop retries the whole pass with its own backoff, forever.
   kube::ClientOptions client_options;
   client_options.retry.max_retries = 2;
-  // Start-up lists and watches every object and writes a few: the default burst of 10 would
-  // hold readiness back for seconds. Steady state sends next to nothing either way.
-  client_options.qps = 20;
-  client_options.burst = 50;
   client_options.retry.on_retry = [](const std::string& message) { spdlog::debug("{}", message); };
   client_options.on_response = [&sidecar_metrics](const std::string& method, int status) {
     sidecar_metrics.api_requests.Add({method, status == 0 ? "error" : std::to_string(status)});

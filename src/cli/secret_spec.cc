@@ -12,6 +12,10 @@ void AddSecretFlags(CLI::App& app, SecretFlags& flags) {
   app.add_option("--secret", flags.secret_name, "Secret holding the pair")->capture_default_str();
   app.add_flag("--adopt", flags.adopt,
                "Take ownership of an existing Secret certctl did not create");
+  AddDurationFlag(app, "--ca-overlap", flags.ca_overlap,
+                  "After a CA rotation moved the server certificate to the new CA, how long the "
+                  "previous CA stays trusted (ended sooner when it expires)",
+                  /*allow_zero=*/true);
 }
 
 Status CheckValidities(const SecretFlags& flags) {
@@ -40,6 +44,7 @@ Result<controller::SecretSpec> MakeSecretSpec(const SecretFlags& flags, const st
   spec.leaf_validity = flags.issuance.cert_validity;
   spec.renew_before = flags.renew_before;
   spec.adopt = flags.adopt;
+  spec.ca_overlap = flags.ca_overlap;
   return spec;
 }
 

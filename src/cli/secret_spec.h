@@ -10,13 +10,14 @@
 
 namespace certctl::cli {
 
-// The flags `job` and `run` share to say what the Secret must hold.
+// The flags `job`, `run` and `rotate` share to say what the Secret must hold.
 struct SecretFlags {
   IdentityFlags identity;
   IssuanceFlags issuance;
   std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
   std::string secret_name = kDefaultSecretName;
   bool adopt = false;
+  std::chrono::seconds ca_overlap{std::chrono::hours(24)};
 };
 void AddSecretFlags(CLI::App& app, SecretFlags& flags);
 

@@ -1,5 +1,7 @@
 #include "certctl/controller/ensure_secret.h"
 
+#include <algorithm>
+
 #include "certctl/controller/secret.h"
 #include "certctl/kube/object.h"
 #include "certctl/pki/certificate.h"
@@ -39,9 +41,8 @@ Result<std::pair<std::string, std::string>> IssueLeafPem(const SecretSpec& spec,
   return std::make_pair(leaf->certificate.ToPem(), std::move(*key));
 }
 
-// A new CA and leaf; ca.crt also carries `kept` (old CAs still trusted during the overlap).
-Result<PairPem> IssueAll(const SecretSpec& spec, TimePoint now,
-                         const std::vector<pki::Certificate>& kept) {
+// A new CA and a leaf from it.
+Result<PairPem> IssueAll(const SecretSpec& spec, TimePoint now) {
   auto ca = pki::IssueCa(spec.ca, now);
   if (!ca) {
     return Fail(ca.error().Wrap("issue CA"));
@@ -54,9 +55,7 @@ Result<PairPem> IssueAll(const SecretSpec& spec, TimePoint now,
   if (!ca_key) {
     return Fail(ca_key.error());
   }
-  std::vector<pki::Certificate> bundle = {ca->certificate};
-  bundle.insert(bundle.end(), kept.begin(), kept.end());
-  return PairPem{pki::EncodeCertificateBundle(bundle), std::move(*ca_key), std::move(leaf->first),
+  return PairPem{ca->certificate.ToPem(), std::move(*ca_key), std::move(leaf->first),
                  std::move(leaf->second)};
 }
 
@@ -144,23 +143,206 @@ std::optional<pki::KeyPair> StoredCa(const pki::PairSource& source) {
   return std::nullopt;
 }
 
-// CAs of the old bundle worth keeping next to a new one: still valid CA certificates.
-std::vector<pki::Certificate> StillValidCas(const pki::PairSource& source, TimePoint now) {
-  std::vector<pki::Certificate> kept;
+bool ValidNow(const pki::Certificate& certificate, TimePoint now) {
+  const pki::CertificateInfo info = certificate.Info();
+  return info.not_before <= now && now < info.not_after;
+}
+
+std::vector<pki::Certificate> BundleOf(const pki::PairSource& source) {
   if (!source.ca_pem) {
-    return kept;
+    return {};
   }
   auto certificates = pki::ParseCertificateBundle(*source.ca_pem);
-  if (!certificates) {
-    return kept;
+  return certificates ? std::move(*certificates) : std::vector<pki::Certificate>();
+}
+
+// The certificate of ca.crt that issued the leaf, as validation found it.
+std::optional<pki::Certificate> IssuerOf(const pki::ValidationReport& validation,
+                                         const std::vector<pki::Certificate>& bundle) {
+  if (!validation.issuer_index || *validation.issuer_index >= bundle.size()) {
+    return std::nullopt;
   }
-  for (const pki::Certificate& certificate : *certificates) {
-    const pki::CertificateInfo info = certificate.Info();
-    if (info.is_ca && info.not_before <= now && now < info.not_after) {
-      kept.push_back(certificate);
+  return bundle[*validation.issuer_index];
+}
+
+// Whether a TLS client trusting ca.crt accepts the stored leaf right now: everything checked
+// but how soon it runs out, and ca.key (only needed to issue).
+bool ServesNow(const pki::PairSource& source, const pki::ValidationPolicy& policy, TimePoint now) {
+  pki::ValidationPolicy lenient = policy;
+  lenient.renew_before = std::chrono::seconds(0);
+  const pki::ValidationReport report = pki::Validate(source, lenient, now);
+  return std::all_of(report.findings.begin(), report.findings.end(),
+                     [](const pki::PartFinding& entry) { return entry.part == pki::Part::kCaKey; });
+}
+
+// What one reconcile writes into a managed Secret: new data (or the data as stored), the
+// rotation annotations, and why.
+struct Plan {
+  SecretAction action = SecretAction::kNone;
+  PairPem pem;
+  RotationState rotation;
+  std::string reason;
+  bool lenient = false;  // the leaf stays the one a CA on its way out issued
+};
+
+PairPem StoredPem(const pki::PairSource& source) {
+  return PairPem{source.ca_pem.value_or(""), source.ca_key_pem.value_or(""),
+                 source.cert_pem.value_or(""), source.key_pem.value_or("")};
+}
+
+// Step 1: a new CA next to the one that issued the served leaf, which stays.
+Result<Plan> StartRotation(const SecretSpec& spec, const pki::PairSource& source,
+                           const pki::Certificate& issuer, TimePoint now, std::string reason) {
+  auto ca = pki::IssueCa(spec.ca, now);
+  if (!ca) {
+    return Fail(ca.error().Wrap("issue CA"));
+  }
+  auto ca_key = ca->key.ToPem();
+  if (!ca_key) {
+    return Fail(ca_key.error());
+  }
+  Plan plan;
+  plan.action = SecretAction::kCaRotationStarted;
+  plan.pem = StoredPem(source);
+  plan.pem.ca_crt = pki::EncodeCertificateBundle({ca->certificate, issuer});
+  plan.pem.ca_key = std::move(*ca_key);
+  plan.rotation.phase = RotationPhase::kTrusting;
+  plan.rotation.started = now;
+  plan.reason = std::move(reason);
+  plan.lenient = true;
+  return plan;
+}
+
+Result<Plan> ReplaceAll(const SecretSpec& spec, TimePoint now, std::string reason) {
+  auto issued = IssueAll(spec, now);
+  if (!issued) {
+    return Fail(issued.error());
+  }
+  return Plan{.action = SecretAction::kCaReplaced,
+              .pem = std::move(*issued),
+              .rotation = {},
+              .reason = std::move(reason),
+              .lenient = false};
+}
+
+Result<Plan> ReissueLeaf(const SecretSpec& spec, const pki::PairSource& source,
+                         const pki::KeyPair& ca, TimePoint now, RotationState rotation,
+                         std::string reason) {
+  auto leaf = IssueLeafPem(spec, ca, now);
+  if (!leaf) {
+    return Fail(leaf.error());
+  }
+  Plan plan{.action = SecretAction::kLeafReissued,
+            .pem = StoredPem(source),
+            .rotation = std::move(rotation),
+            .reason = std::move(reason),
+            .lenient = false};
+  plan.pem.tls_crt = std::move(leaf->first);
+  plan.pem.tls_key = std::move(leaf->second);
+  return plan;
+}
+
+// Step 3, or any bundle of a Secret at rest that holds more than its CA: ca.crt keeps the CA
+// the leaf is from.
+Plan RetirePrevious(const pki::PairSource& source, const pki::Certificate& current,
+                    std::string reason) {
+  Plan plan{.action = SecretAction::kPreviousCaRetired,
+            .pem = StoredPem(source),
+            .rotation = {},
+            .reason = std::move(reason),
+            .lenient = false};
+  plan.pem.ca_crt = pki::EncodeCertificateBundle({current});
+  return plan;
+}
+
+// Decides what a managed (or adopted) Secret needs. No write: action kNone.
+Result<Plan> PlanManaged(const SecretSpec& spec, const SecretPair& pair,
+                         const pki::ValidationReport& validation, const RotationState& state,
+                         TimePoint now) {
+  const pki::ValidationPolicy policy = PolicyFor(spec);
+  const pki::PairSource& source = pair.source;
+  const std::vector<pki::Certificate> bundle = BundleOf(source);
+  const std::optional<pki::KeyPair> stored_ca = StoredCa(source);
+  const std::optional<pki::Certificate> issuer = IssuerOf(validation, bundle);
+  const bool serves = ServesNow(source, policy, now);
+  const bool leaf_from_stored_ca = stored_ca && issuer && *issuer == stored_ca->certificate;
+  const bool rotate_ca = state.requested == RotationRequest::kCa;
+  const bool rotate_leaf = state.requested == RotationRequest::kLeaf;
+  RotationState untouched = state;
+  untouched.requested = RotationRequest::kNone;
+
+  if (state.phase == RotationPhase::kTrusting) {
+    // Consistent: ca.crt = new CA (ca.key's) + the CA the leaf is from, both valid.
+    const bool consistent = stored_ca && bundle.size() == 2 &&
+                            bundle[0] == stored_ca->certificate && ValidNow(bundle[0], now) &&
+                            issuer && *issuer == bundle[1];
+    if (consistent && serves) {
+      return Plan{.action = SecretAction::kNone, .pem = {}, .rotation = state, .reason = ""};
     }
+    if (consistent) {
+      // The old leaf no longer serves: waiting for the targets would gain nothing.
+      auto plan = ReissueLeaf(spec, source, *stored_ca, now, {},
+                              "the server certificate of the rotation's previous CA no longer "
+                              "serves (" +
+                                  JoinFindings(validation.AllFindings()) + ")");
+      if (plan) {
+        plan->action = SecretAction::kLeafMovedToNewCa;
+      }
+      return plan;
+    }
+    return ReplaceAll(spec, now, "the CA rotation in progress is inconsistent; starting over");
   }
-  return kept;
+
+  if (state.phase == RotationPhase::kOverlapping && leaf_from_stored_ca && serves) {
+    const bool previous_expired =
+        bundle.size() > 1 && std::any_of(bundle.begin(), bundle.end(), [&](const auto& ca) {
+          return !(ca == stored_ca->certificate) && !ValidNow(ca, now);
+        });
+    const bool overlap_over = !state.previous_ca_until || now >= *state.previous_ca_until;
+    if (rotate_ca || !validation.CaOk()) {
+      // The next rotation's step 1 retires the previous CA at the same time: the leaf is from
+      // the current CA, which both bundles hold, and a bundle never holds three CAs.
+      return StartRotation(spec, source, stored_ca->certificate, now,
+                           rotate_ca ? "certctl rotate --ca (the previous CA retired early)"
+                                     : Describe(validation.findings, /*ca_parts=*/true));
+    }
+    if (overlap_over || previous_expired || bundle.size() < 2) {
+      return RetirePrevious(source, stored_ca->certificate,
+                            previous_expired ? "the previous CA expired"
+                                             : "the overlap with the previous CA is over");
+    }
+    if (!validation.LeafOk() || rotate_leaf) {
+      return ReissueLeaf(
+          spec, source, *stored_ca, now, untouched,
+          rotate_leaf ? "certctl rotate" : Describe(validation.findings, /*ca_parts=*/false));
+    }
+    return Plan{.action = SecretAction::kNone, .pem = {}, .rotation = state, .reason = ""};
+  }
+
+  // At rest (or an overlap that no longer holds together).
+  if (!stored_ca || rotate_ca || !validation.CaOk() || (issuer && !leaf_from_stored_ca)) {
+    std::string reason = rotate_ca    ? "certctl rotate --ca"
+                         : !stored_ca ? "no usable ca.key for the CA in ca.crt"
+                                      : Describe(validation.findings, /*ca_parts=*/true);
+    if (reason.empty()) {
+      reason = "the server certificate is not from the CA whose key is stored";
+    }
+    if (serves && issuer && ValidNow(*issuer, now)) {
+      return StartRotation(spec, source, *issuer, now, std::move(reason));
+    }
+    const std::string leaf = Describe(validation.findings, /*ca_parts=*/false);
+    return ReplaceAll(spec, now, leaf.empty() ? reason : reason + "; " + leaf);
+  }
+  if (!validation.LeafOk() || rotate_leaf) {
+    return ReissueLeaf(
+        spec, source, *stored_ca, now, untouched,
+        rotate_leaf ? "certctl rotate" : Describe(validation.findings, /*ca_parts=*/false));
+  }
+  if (bundle.size() > 1 || state.phase != RotationPhase::kNone) {
+    return RetirePrevious(source, stored_ca->certificate,
+                          "ca.crt holds CAs the server certificate is not from");
+  }
+  return Plan{.action = SecretAction::kNone, .pem = {}, .rotation = state, .reason = ""};
 }
 
 }  // namespace
@@ -175,6 +357,12 @@ std::string_view SecretActionName(SecretAction action) {
       return "leaf-reissued";
     case SecretAction::kCaReplaced:
       return "ca-replaced";
+    case SecretAction::kCaRotationStarted:
+      return "ca-rotation-started";
+    case SecretAction::kLeafMovedToNewCa:
+      return "leaf-moved-to-new-ca";
+    case SecretAction::kPreviousCaRetired:
+      return "previous-ca-retired";
     case SecretAction::kAdopted:
       return "adopted";
   }
@@ -211,7 +399,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     }
 
     if (!current->has_value()) {
-      auto issued = IssueAll(spec, now, {});
+      auto issued = IssueAll(spec, now);
       if (!issued) {
         return Fail(issued.error());
       }
@@ -228,7 +416,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .tls_key = issued->tls_key,
                              .uid = ObjectUid(*created),
                              .reason = "it did not exist",
-                             .validation = std::move(*validation)};
+                             .validation = std::move(*validation),
+                             .rotation = {}};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -269,62 +458,57 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .tls_key = *pair.source.key_pem,
                            .uid = ObjectUid(secret),
                            .reason = "",
-                           .validation = std::move(validation)};
+                           .validation = std::move(validation),
+                           .rotation = {}};
     }
 
+    auto rotation = ReadRotationState(secret, object);
+    if (!rotation) {
+      return Fail(rotation.error());
+    }
     SecretOutcome outcome;
     outcome.managed = true;
     outcome.uid = ObjectUid(secret);
-    // What is stored stays served unless a new pair replaces it below.
-    outcome.tls_crt = pair.source.cert_pem.value_or("");
-    outcome.tls_key = pair.source.key_pem.value_or("");
-    std::optional<pki::KeyPair> stored_ca = StoredCa(pair.source);
-    // A managed Secret that lost ca.key could never re-issue its leaf: it gets a new CA now.
-    // Adopting changes nothing but the label, so a Secret being adopted keeps its content.
-    const bool keyless = !stored_ca && !adopting;
-    if (validation.ok() && !keyless) {
-      if (!adopting) {
-        outcome.ca_bundle = *pair.source.ca_pem;
-        outcome.validation = std::move(validation);
-        return outcome;
-      }
+    if (adopting && validation.ok()) {
+      // Adopting changes nothing but the label.
       outcome.action = SecretAction::kAdopted;
       outcome.reason = "--adopt";
       outcome.ca_bundle = *pair.source.ca_pem;
+      outcome.tls_crt = *pair.source.cert_pem;
+      outcome.tls_key = *pair.source.key_pem;
       outcome.validation = std::move(validation);
+      outcome.rotation = *rotation;
     } else {
-      PairPem pem;
-      if (validation.CaOk() && stored_ca) {
-        auto leaf = IssueLeafPem(spec, *stored_ca, now);
-        if (!leaf) {
-          return Fail(leaf.error());
-        }
-        pem = PairPem{*pair.source.ca_pem, *pair.source.ca_key_pem, std::move(leaf->first),
-                      std::move(leaf->second)};
-        outcome.action = SecretAction::kLeafReissued;
-        outcome.reason = Describe(validation.findings, /*ca_parts=*/false);
-      } else {
-        auto issued = IssueAll(spec, now, StillValidCas(pair.source, now));
-        if (!issued) {
-          return Fail(issued.error());
-        }
-        pem = std::move(*issued);
-        outcome.action = SecretAction::kCaReplaced;
-        outcome.reason = stored_ca ? Describe(validation.findings, /*ca_parts=*/true)
-                                   : "no usable ca.key for the CA in ca.crt";
-        if (outcome.reason.empty()) {
-          outcome.reason = Describe(validation.findings, /*ca_parts=*/false);
-        }
+      auto plan = PlanManaged(spec, pair, validation, *rotation, now);
+      if (!plan) {
+        return Fail(plan.error());
       }
-      auto issued_validation = ValidateIssued(pem, policy, now, object);
+      if (plan->action == SecretAction::kNone) {
+        // Nothing to write (a rotation waiting for its targets is the caller's to continue).
+        outcome.ca_bundle = pair.source.ca_pem.value_or("");
+        outcome.tls_crt = pair.source.cert_pem.value_or("");
+        outcome.tls_key = pair.source.key_pem.value_or("");
+        outcome.validation = std::move(validation);
+        outcome.rotation = *rotation;
+        return outcome;
+      }
+      pki::ValidationPolicy check = policy;
+      if (plan->lenient) {
+        check.renew_before = std::chrono::seconds(0);
+      }
+      auto issued_validation = ValidateIssued(plan->pem, check, now, object);
       if (!issued_validation) {
         return Fail(issued_validation.error());
       }
-      SetData(secret, pem);
-      outcome.ca_bundle = pem.ca_crt;
-      outcome.tls_crt = pem.tls_crt;
-      outcome.tls_key = pem.tls_key;
+      SetData(secret, plan->pem);
+      WriteRotationState(plan->rotation, secret);
+      outcome.action = plan->action;
+      outcome.reason = std::move(plan->reason);
+      outcome.ca_bundle = plan->pem.ca_crt;
+      outcome.tls_crt = plan->pem.tls_crt;
+      outcome.tls_key = plan->pem.tls_key;
       outcome.validation = std::move(*issued_validation);
+      outcome.rotation = plan->rotation;
     }
     MarkManaged(secret);
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
@@ -336,6 +520,84 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       continue;
     }
     return Fail(updated.error().Wrap("update " + object));
+  }
+  return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
+                                        std::to_string(kMaxAttempts) + " attempts");
+}
+
+Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& spec,
+                                      const std::string& trusted_bundle, const Clock& clock) {
+  const std::string object = SecretObjectName(spec.ns, spec.name);
+  const pki::ValidationPolicy policy = PolicyFor(spec);
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    const TimePoint now = clock.Now();
+    auto current = client.Get(kube::kSecrets, spec.ns, spec.name);
+    if (!current) {
+      return Fail(current.error().Wrap("get " + object));
+    }
+    if (!current->has_value()) {
+      return Fail(ErrorCode::kNotFound, object + " disappeared during a CA rotation");
+    }
+    Json secret = std::move(**current);
+    auto read = ReadSecretPair(secret);
+    if (!read) {
+      return Fail(read.error());
+    }
+    auto rotation = ReadRotationState(secret, object);
+    if (!rotation) {
+      return Fail(rotation.error());
+    }
+    const pki::PairSource& source = read->source;
+    const std::vector<pki::Certificate> bundle = BundleOf(source);
+    const std::optional<pki::KeyPair> stored_ca = StoredCa(source);
+    SecretOutcome outcome;
+    outcome.managed = read->managed;
+    outcome.uid = ObjectUid(secret);
+    if (rotation->phase != RotationPhase::kTrusting || source.ca_pem != trusted_bundle ||
+        !stored_ca || bundle.size() != 2 || !(bundle[0] == stored_ca->certificate)) {
+      // Not the rotation step the caller saw: the next reconcile judges what is stored.
+      outcome.ca_bundle = source.ca_pem.value_or("");
+      outcome.tls_crt = source.cert_pem.value_or("");
+      outcome.tls_key = source.key_pem.value_or("");
+      outcome.validation = pki::Validate(source, policy, now);
+      outcome.rotation = *rotation;
+      return outcome;
+    }
+    auto leaf = IssueLeafPem(spec, *stored_ca, now);
+    if (!leaf) {
+      return Fail(leaf.error());
+    }
+    PairPem pem = StoredPem(source);
+    pem.tls_crt = std::move(leaf->first);
+    pem.tls_key = std::move(leaf->second);
+    auto validation = ValidateIssued(pem, policy, now, object);
+    if (!validation) {
+      return Fail(validation.error());
+    }
+    // Step 3 comes after the overlap, or when the previous CA expires if that is sooner.
+    RotationState overlapping;
+    overlapping.phase = RotationPhase::kOverlapping;
+    overlapping.started = rotation->started;
+    overlapping.previous_ca_until =
+        std::min(bundle[1].Info().not_after, SaturatingAdd(now, spec.ca_overlap));
+    SetData(secret, pem);
+    WriteRotationState(overlapping, secret);
+    auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
+    if (!updated) {
+      if (updated.error().code() == ErrorCode::kConflict) {
+        continue;
+      }
+      return Fail(updated.error().Wrap("update " + object));
+    }
+    outcome.uid = ObjectUid(*updated);
+    outcome.action = SecretAction::kLeafMovedToNewCa;
+    outcome.reason = "every target trusts the new CA";
+    outcome.ca_bundle = pem.ca_crt;
+    outcome.tls_crt = pem.tls_crt;
+    outcome.tls_key = pem.tls_key;
+    outcome.validation = std::move(*validation);
+    outcome.rotation = overlapping;
+    return outcome;
   }
   return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
                                         std::to_string(kMaxAttempts) + " attempts");

@@ -1,5 +1,6 @@
 #include "certctl/controller/rotation.h"
 
+#include "certctl/controller/secret.h"
 #include "certctl/kube/object.h"
 #include "certctl/util/duration.h"
 
@@ -140,6 +141,49 @@ void WriteRotationState(const RotationState& state, Json& secret) {
   if (annotations.empty()) {
     metadata.erase("annotations");
   }
+}
+
+Result<Json> RequestRotation(kube::Client& client, std::string_view ns, std::string_view name,
+                             RotationRequest request) {
+  const std::string object = SecretObjectName(ns, name);
+  constexpr int kMaxAttempts = 5;
+  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+    auto current = client.Get(kube::kSecrets, ns, name);
+    if (!current) {
+      return Fail(current.error().Wrap("get " + object));
+    }
+    if (!current->has_value()) {
+      return Fail(ErrorCode::kNotFound,
+                  object +
+                      " does not exist: there is nothing to rotate (certctl job or run "
+                      "creates it)");
+    }
+    Json secret = std::move(**current);
+    auto pair = ReadSecretPair(secret);
+    if (!pair) {
+      return Fail(pair.error());
+    }
+    if (!pair->managed) {
+      return Fail(ErrorCode::kFailedPrecondition, object + " is not managed by certctl (no label " +
+                                                      kManagedByLabel + "=" + kManagedByValue +
+                                                      "); certctl rotates only what it manages");
+    }
+    auto state = ReadRotationState(secret, object);
+    if (!state) {
+      return Fail(state.error());
+    }
+    state->requested = request;
+    WriteRotationState(*state, secret);
+    auto updated = client.Update(kube::kSecrets, ns, name, secret);
+    if (updated) {
+      return std::move(*updated);
+    }
+    if (updated.error().code() != ErrorCode::kConflict) {
+      return Fail(updated.error().Wrap("update " + object));
+    }
+  }
+  return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
+                                        std::to_string(kMaxAttempts) + " attempts");
 }
 
 }  // namespace certctl::controller

@@ -1,5 +1,6 @@
 #include "certctl/controller/secret.h"
 
+#include "certctl/controller/rotation.h"
 #include "certctl/kube/object.h"
 #include "certctl/util/base64.h"
 
@@ -103,8 +104,18 @@ Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::
   if (!pair) {
     return Fail(pair.error());
   }
-  StoredSecret stored{std::move(*pair), {}, {}};
-  stored.validation = pki::Validate(stored.pair.source, policy, now);
+  auto rotation = ReadRotationState(**object, SecretObjectName(ns, name));
+  if (!rotation) {
+    return Fail(rotation.error());
+  }
+  StoredSecret stored{std::move(*pair), {}, {}, *rotation};
+  // While a rotation waits for the targets to trust its new CA, the leaf is still the one the
+  // outgoing CA issued, which may be due for renewal: that is what the rotation is doing.
+  pki::ValidationPolicy judged = policy;
+  if (rotation->phase == RotationPhase::kTrusting) {
+    judged.renew_before = std::chrono::seconds(0);
+  }
+  stored.validation = pki::Validate(stored.pair.source, judged, now);
   stored.findings = stored.validation.AllFindings();
   stored.findings.insert(stored.findings.end(), stored.pair.findings.begin(),
                          stored.pair.findings.end());

@@ -31,8 +31,46 @@ Status PublishFolder(const PassConfig& config, const std::string& tls_crt,
   if (!published) {
     return Fail(published.error());
   }
-  report.folder_written = *published == certdir::Publish::kReplaced;
+  report.folder_written = report.folder_written || *published == certdir::Publish::kReplaced;
   return {};
+}
+
+void RecordRotation(const controller::RotationState& rotation, PassReport& report) {
+  report.rotation = rotation.phase;
+  report.next_step_at = rotation.phase == controller::RotationPhase::kOverlapping
+                            ? rotation.previous_ca_until
+                            : std::nullopt;
+}
+
+void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report) {
+  if (outcome.action != controller::SecretAction::kNone) {
+    report.secret_changes.push_back({outcome.action, outcome.reason, outcome.uid});
+  }
+  RecordExpiry(outcome.validation, report);
+  RecordRotation(outcome.rotation, report);
+}
+
+// The bundle into every target, without waiting: a missing target is "not ready" (its
+// appearance triggers the next pass), not a failure.
+Result<std::optional<controller::InjectOutcome>> InjectNow(kube::Client& client,
+                                                           const PassConfig& config,
+                                                           const std::string& bundle,
+                                                           const Clock& clock, PassReport& report) {
+  controller::InjectOptions no_wait;
+  no_wait.wait_for_targets = std::chrono::seconds(0);
+  auto injected = controller::InjectBundle(client, config.targets, bundle, no_wait, clock);
+  if (!injected) {
+    if (injected.error().code() == ErrorCode::kNotFound) {
+      report.not_ready = "waiting for targets: " + injected.error().message();
+      return std::optional<controller::InjectOutcome>();
+    }
+    return Fail(injected.error());
+  }
+  report.patched.insert(report.patched.end(), injected->patched.begin(), injected->patched.end());
+  report.patched_references.insert(report.patched_references.end(),
+                                   injected->patched_references.begin(),
+                                   injected->patched_references.end());
+  return std::optional<controller::InjectOutcome>(std::move(*injected));
 }
 
 Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, const Clock& clock) {
@@ -41,28 +79,43 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   if (!secret) {
     return Fail(secret.error());
   }
-  report.secret_action = secret->action;
-  report.secret_reason = secret->reason;
-  report.secret_uid = secret->uid;
-  RecordExpiry(secret->validation, report);
+  RecordOutcome(*secret, report);
   if (auto published =
           PublishFolder(config, secret->tls_crt, secret->tls_key, secret->ca_bundle, clock, report);
       !published) {
     return Fail(published.error());
   }
-  controller::InjectOptions no_wait;
-  no_wait.wait_for_targets = std::chrono::seconds(0);
-  auto injected =
-      controller::InjectBundle(client, config.targets, secret->ca_bundle, no_wait, clock);
-  if (!injected) {
-    if (injected.error().code() == ErrorCode::kNotFound) {
-      report.not_ready = "waiting for targets: " + injected.error().message();
+  auto injected = InjectNow(client, config, secret->ca_bundle, clock, report);
+  if (!injected || !*injected) {
+    return injected ? Result<PassReport>(std::move(report)) : Fail(injected.error());
+  }
+  if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
+    // Step 2 only once every target reads back the new bundle: a second look, which must find
+    // nothing left to write.
+    auto confirmed = InjectNow(client, config, secret->ca_bundle, clock, report);
+    if (!confirmed || !*confirmed) {
+      return confirmed ? Result<PassReport>(std::move(report)) : Fail(confirmed.error());
+    }
+    if ((*confirmed)->patched_objects > 0) {
+      report.not_ready = "waiting for the targets to keep the new CA bundle";
       return report;
     }
-    return Fail(injected.error());
+    auto moved = controller::MoveLeafToNewCa(client, config.secret, secret->ca_bundle, clock);
+    if (!moved) {
+      return Fail(moved.error());
+    }
+    RecordOutcome(*moved, report);
+    if (moved->action != controller::SecretAction::kLeafMovedToNewCa) {
+      // Another writer went on or started over: its write triggers the next pass.
+      report.not_ready = "the CA rotation changed under us; reconciling again";
+      return report;
+    }
+    if (auto published =
+            PublishFolder(config, moved->tls_crt, moved->tls_key, moved->ca_bundle, clock, report);
+        !published) {
+      return Fail(published.error());
+    }
   }
-  report.patched = injected->patched;
-  report.patched_references = injected->patched_references;
   // InjectBundle succeeds only once every caBundle field equals this bundle, as read or as
   // the server answered the patch.
   report.target_bundles = {secret->ca_bundle};
@@ -85,6 +138,7 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   }
   const controller::StoredSecret& secret = **stored;
   RecordExpiry(secret.validation, report);
+  RecordRotation(secret.rotation, report);
   if (!secret.findings.empty()) {
     report.not_ready =
         "waiting for the leader to repair " + object + ": " + JoinFindings(secret.findings);

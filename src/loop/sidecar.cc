@@ -90,7 +90,16 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
       api_requests(registry.Counter("certctl_api_requests_total",
                                     "Requests to the Kubernetes API by method and status code "
                                     "(error: no response), retries included.",
-                                    {"method", "code"})) {}
+                                    {"method", "code"})),
+      rotation_phase(registry.Gauge("certctl_ca_rotation_phase",
+                                    "The CA rotation step the Secret is in: 0 none, 1 trusting "
+                                    "(new CA injected, leaf from the previous one), 2 "
+                                    "overlapping (leaf from the new CA, previous still trusted).",
+                                    {"secret"})),
+      rotations(registry.Counter("certctl_rotations_total",
+                                 "Rotations this replica carried out, by kind: ca (a new CA, "
+                                 "counted at step 1 or when replaced at once) or leaf.",
+                                 {"kind"})) {}
 
 Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
                  SidecarMetrics& metrics, LogSink log)
@@ -435,21 +444,26 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   }
   const std::string secret_object =
       controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
-  if (report->secret_action != controller::SecretAction::kNone) {
+  for (const SecretChange& change : report->secret_changes) {
     metrics_.writes.Add({"secret"});
-    log_(LogLevel::kInfo,
-         std::string(controller::SecretActionName(report->secret_action)) + ": " + secret_object +
-             (report->secret_reason.empty() ? "" : " (" + report->secret_reason + ")"));
+    if (change.action == controller::SecretAction::kCaRotationStarted ||
+        change.action == controller::SecretAction::kCaReplaced) {
+      metrics_.rotations.Add({"ca"});
+    } else if (change.action == controller::SecretAction::kLeafReissued) {
+      metrics_.rotations.Add({"leaf"});
+    }
+    log_(LogLevel::kInfo, std::string(controller::SecretActionName(change.action)) + ": " +
+                              secret_object +
+                              (change.reason.empty() ? "" : " (" + change.reason + ")"));
   }
+  metrics_.rotation_phase.Set({secret}, static_cast<double>(report->rotation));
+  next_step_at_ = report->next_step_at;
   for (const std::string& object : report->patched) {
     metrics_.writes.Add({KindOf(object)});
     log_(LogLevel::kInfo, "injected the CA bundle into " + object);
   }
   if (report->folder_written) {
     log_(LogLevel::kInfo, "wrote a new set to " + config_.pass.cert_dir.string());
-  }
-  if (role == Role::kLeader) {
-    RecordWrites(*report);
   }
   if (report->ready) {
     metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
@@ -462,34 +476,53 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     }
   }
   SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles));
+  // After readiness: hundreds of Events (one per repaired target) must not hold it back.
+  if (role == Role::kLeader) {
+    RecordWrites(*report);
+  }
   return report->folder_written;
 }
 
 void Sidecar::RecordWrites(const PassReport& report) {
   const auto& secret = config_.pass.secret;
   const std::string secret_object = controller::SecretObjectName(secret.ns, secret.name);
-  const controller::ObjectReference secret_reference{"v1", "Secret", secret.ns, secret.name,
-                                                     report.secret_uid};
-  const std::string why = report.secret_reason.empty() ? "" : ": " + report.secret_reason;
   std::vector<kube::Json> events;
-  const auto about_secret = [&](std::string_view reason, const std::string& message) {
-    events.push_back(MakeEvent(secret_reference, reason, message, config_.instance, clock_.Now()));
-  };
-  switch (report.secret_action) {
-    case controller::SecretAction::kNone:
-      break;
-    case controller::SecretAction::kCreated:
-      about_secret("Created", "created with a new CA and server certificate");
-      break;
-    case controller::SecretAction::kLeafReissued:
-      about_secret("LeafReissued", "re-issued the server certificate" + why);
-      break;
-    case controller::SecretAction::kCaReplaced:
-      about_secret("CAReplaced", "replaced the CA and the server certificate" + why);
-      break;
-    case controller::SecretAction::kAdopted:
-      about_secret("Adopted", "now managed by certctl");
-      break;
+  for (const SecretChange& change : report.secret_changes) {
+    const controller::ObjectReference secret_reference{"v1", "Secret", secret.ns, secret.name,
+                                                       change.uid};
+    const std::string why = change.reason.empty() ? "" : ": " + change.reason;
+    const auto about_secret = [&](std::string_view reason, const std::string& message) {
+      events.push_back(
+          MakeEvent(secret_reference, reason, message, config_.instance, clock_.Now()));
+    };
+    switch (change.action) {
+      case controller::SecretAction::kNone:
+        break;
+      case controller::SecretAction::kCreated:
+        about_secret("Created", "created with a new CA and server certificate");
+        break;
+      case controller::SecretAction::kLeafReissued:
+        about_secret("LeafReissued", "re-issued the server certificate" + why);
+        break;
+      case controller::SecretAction::kCaReplaced:
+        about_secret("CAReplaced", "replaced the CA and the server certificate" + why);
+        break;
+      case controller::SecretAction::kCaRotationStarted:
+        about_secret("CARotationStarted",
+                     "step 1 of 3: a new CA is trusted next to the current one" + why);
+        break;
+      case controller::SecretAction::kLeafMovedToNewCa:
+        about_secret("CARotationLeafMoved",
+                     "step 2 of 3: the server certificate is issued by the new CA" + why);
+        break;
+      case controller::SecretAction::kPreviousCaRetired:
+        about_secret("CARotationFinished",
+                     "step 3 of 3: the previous CA is no longer trusted" + why);
+        break;
+      case controller::SecretAction::kAdopted:
+        about_secret("Adopted", "now managed by certctl");
+        break;
+    }
   }
   for (const controller::ObjectReference& target : report.patched_references) {
     events.push_back(MakeEvent(target, "CABundleInjected",
@@ -518,7 +551,7 @@ void Sidecar::Run() {
   }
   const milliseconds resync = config_.resync;
   TimePoint next_resync = clock_.Now() + Jittered(resync, 0.1);
-  std::optional<MonotonicTime> retry_at;
+  MonotonicTime retry_at = MonotonicTime::max();  // max: no retry pending
   MonotonicTime last_pass = clock_.Monotonic();
   // After the folder got a new set: when to remove the replaced one (max: nothing to do).
   MonotonicTime remove_stale_sets_at = MonotonicTime::max();
@@ -527,8 +560,11 @@ void Sidecar::Run() {
     heartbeat_ = Millis(clock_.Monotonic());
     milliseconds wait = kHeartbeat;
     wait = std::min(wait, std::chrono::ceil<milliseconds>(next_resync - clock_.Now()));
-    if (retry_at) {
-      wait = std::min(wait, std::chrono::ceil<milliseconds>(*retry_at - clock_.Monotonic()));
+    if (next_step_at_) {
+      wait = std::min(wait, std::chrono::ceil<milliseconds>(*next_step_at_ - clock_.Now()));
+    }
+    if (retry_at != MonotonicTime::max()) {
+      wait = std::min(wait, std::chrono::ceil<milliseconds>(retry_at - clock_.Monotonic()));
     }
     // A failing pass has its own backoff; only a blind but otherwise healthy loop polls.
     if (remove_stale_sets_at != MonotonicTime::max()) {
@@ -545,7 +581,7 @@ void Sidecar::Run() {
       break;
     }
     std::set<std::string> reasons = requested.value_or(std::set<std::string>());
-    if (retry_at && clock_.Monotonic() >= *retry_at) {
+    if (clock_.Monotonic() >= retry_at) {
       reasons.insert("retry");
     }
     if (poll && clock_.Monotonic() >= last_pass + kPollWhileBlind) {
@@ -557,6 +593,10 @@ void Sidecar::Run() {
     }
     // The wall clock, not the monotonic one: after a suspend or a clock step the
     // certificates are judged against the real date, so the resync must be too.
+    if (next_step_at_ && clock_.Now() >= *next_step_at_) {
+      reasons.insert("CA rotation step due");
+      next_step_at_.reset();  // the pass says when the next one is
+    }
     if (clock_.Now() >= next_resync) {
       reasons.insert("resync");
       next_resync = clock_.Now() + Jittered(resync, 0.1);
@@ -574,7 +614,7 @@ void Sidecar::Run() {
     } else if (NotReady()) {
       retry_at = clock_.Monotonic() + kNotReadyRetry;
     } else {
-      retry_at.reset();
+      retry_at = MonotonicTime::max();
     }
   }
   Stop();

@@ -172,6 +172,122 @@ def test_expired_ca_is_replaced_and_bundles_follow(hook, certctl_binary):
     assert set(bundles(hook).values()) == {new_ca}
 
 
+def expiring_ca_secret(cluster, binary):
+    """A managed Secret whose CA has 20 days left (renew-before is 30): due for rotation,
+    while its server certificate still serves."""
+    manifest = run_certctl(binary, "generate", "--service", "hook", "-n", NS,
+                           "--ca-validity", "20d", "--cert-validity", "20d", "-o", "secret-json",
+                           "--log-level", "off")
+    assert manifest.returncode == 0, manifest.stderr
+    cluster.kubectl("apply", "-f", "-", input=manifest.stdout)
+    return secret_data(cluster)
+
+
+def annotations(cluster):
+    return get(cluster, "secret", SECRET, namespaced=True)["metadata"].get("annotations") or {}
+
+
+def test_the_secret_phase_rotates_an_expiring_ca_in_order(hook, certctl_binary):
+    before = expiring_ca_secret(hook, certctl_binary)
+    # The release as it was: its bundles hold the old CA.
+    assert job(hook, certctl_binary, "--renew-before", "1d", phase="inject").returncode == 0
+    hook.reset_request_log()
+    result = job(hook, certctl_binary, phase="secret")
+    assert result.returncode == 0, result.stderr
+    assert "CA rotation step 1 of 3" in result.stderr and "step 2 of 3" in result.stderr, \
+        result.stderr
+    after = secret_data(hook)
+    assert certificates(after["ca.crt"]) == 2 and after["ca.crt"].endswith(before["ca.crt"])
+    assert after["tls.crt"] != before["tls.crt"]
+    assert set(bundles(hook).values()) == {after["ca.crt"]}
+    assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
+    # Step 1 stored, then every target written and read back, and only then the leaf moved.
+    order = [(verb, resource) for verb, resource, _ in writes_by_job(hook)]
+    assert order[0] == ("update", "secrets") and order[-1] == ("update", "secrets"), order
+    assert {resource for _, resource in order[1:-1]} == {
+        "validatingwebhookconfigurations", "mutatingwebhookconfigurations",
+        "customresourcedefinitions", "apiservices"}, order
+
+
+def test_without_targets_the_secret_phase_stops_after_step_one(hook, certctl_binary):
+    before = expiring_ca_secret(hook, certctl_binary)
+    env = hook.in_cluster_env("system:serviceaccount:infra:certctl", NS)
+    result = run_certctl(certctl_binary, "job", "--phase", "secret", "--service", "hook", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "CA rotation step 1 of 3" in result.stderr and "waits for the targets" in result.stderr
+    stored = secret_data(hook)
+    assert stored["tls.crt"] == before["tls.crt"]  # still the old CA's: nobody trusts the new yet
+    assert certificates(stored["ca.crt"]) == 2
+    assert annotations(hook)["certctl.io/rotation-phase"] == "trusting"
+    # The inject phase carries it on: the bundle everywhere, then the leaf.
+    result = job(hook, certctl_binary, phase="inject")
+    assert result.returncode == 0, result.stderr
+    assert "step 2 of 3" in result.stderr, result.stderr
+    after = secret_data(hook)
+    assert after["tls.crt"] != before["tls.crt"] and after["ca.crt"] == stored["ca.crt"]
+    assert set(bundles(hook).values()) == {after["ca.crt"]}
+    assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
+
+
+def rotate(cluster, binary, *args):
+    env = cluster.in_cluster_env("system:serviceaccount:infra:certctl", NS)
+    return run_certctl(binary, "rotate", "--controller-timeout", "1s", *args, env=env)
+
+
+def test_rotate_without_a_controller_takes_the_steps_itself(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    before = secret_data(hook)
+    result = rotate(hook, certctl_binary, "--ca", "--wait", "--service", "hook", *TARGETS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for text in ("asked for a new CA", "no controller took the request within 1s; rotating here",
+                 "step 1 of 3", "step 2 of 3", "done"):
+        assert text in result.stdout, result.stdout
+    after = secret_data(hook)
+    assert certificates(after["ca.crt"]) == 2 and after["ca.crt"].endswith(before["ca.crt"])
+    assert after["tls.crt"] != before["tls.crt"]
+    assert set(bundles(hook).values()) == {after["ca.crt"]}
+    assert "certctl.io/rotate" not in annotations(hook)
+
+    # A leaf alone: same CA, same bundles.
+    result = rotate(hook, certctl_binary, "--service", "hook", *TARGETS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "re-issued the server certificate" in result.stdout, result.stdout
+    again = secret_data(hook)
+    assert again["ca.crt"] == after["ca.crt"] and again["tls.crt"] != after["tls.crt"]
+
+
+def test_rotate_leaves_an_undeliverable_request_for_the_next_job(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    before = secret_data(hook)
+    result = rotate(hook, certctl_binary, "--ca")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "stays on secret/infra/webhook-server-cert" in result.stderr, result.stderr
+    assert annotations(hook)["certctl.io/rotate"] == "ca"
+    assert secret_data(hook) == before
+    result = job(hook, certctl_binary)
+    assert result.returncode == 0, result.stderr
+    assert "certctl rotate --ca" in result.stderr and "step 2 of 3" in result.stderr
+    assert "certctl.io/rotate" not in annotations(hook)
+
+
+def test_rotate_refuses_what_it_cannot_rotate(hook, certctl_binary, tmp_path):
+    result = rotate(hook, certctl_binary, "--ca")
+    assert result.returncode == 1
+    assert "secret/infra/webhook-server-cert does not exist" in result.stderr, result.stderr
+    external = run_certctl(certctl_binary, "generate", "--service", "hook", "-n", NS,
+                           "-o", "secret-json", "--log-level", "off")
+    secret = json.loads(external.stdout)
+    secret["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "cert-manager"}
+    apply(hook, secret)
+    hook.reset_request_log()
+    result = rotate(hook, certctl_binary, "--ca")
+    assert result.returncode == 1
+    assert "not managed by certctl" in result.stderr, result.stderr
+    assert writes_by_job(hook) == []
+    bad = rotate(hook, certctl_binary, "--controller-timeout", "soon")
+    assert bad.returncode == 2, bad.stderr
+
+
 def test_blanked_bundle_is_repaired_alone(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     ca = secret_data(hook)["ca.crt"]

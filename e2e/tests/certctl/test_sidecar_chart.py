@@ -46,7 +46,7 @@ TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 RUN_FLAGS = {
     "-n": True, "--secret": True, "--service": True, "--dns-name": True, "--ip": True,
     "--cluster-domain": True, "--key-type": True, "--ca-validity": True,
-    "--cert-validity": True, "--renew-before": True, "--ca-name": True,
+    "--cert-validity": True, "--renew-before": True, "--ca-overlap": True, "--ca-name": True,
     "--ca-organization": True, "--adopt": False, "--validating-webhook": True,
     "--mutating-webhook": True, "--crd": True, "--apiservice": True,
     "--webhook-selector": True, "--cert-dir": True, "--health-addr": True,
@@ -206,7 +206,7 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
         "-n": [NS], "--secret": [SECRET], "--service": ["hook"],
         "--cluster-domain": ["cluster.local"], "--key-type": ["ecdsa-p256"],
         "--ca-validity": ["10y"], "--cert-validity": ["10y"], "--renew-before": ["30d"],
-        "--validating-webhook": ["hook"], "--cert-dir": ["/tls"], "--health-addr": [":8081"],
+        "--ca-overlap": ["24h"], "--validating-webhook": ["hook"], "--cert-dir": ["/tls"], "--health-addr": [":8081"],
         "--metrics-addr": [":8080"], "--resync": ["1h"], "--log-level": ["info"],
         "--log-format": ["json"]}
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} \
@@ -314,7 +314,7 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
         "--dns-name": ["hook.example.com"], "--ip": ["10.0.0.7"],
         "--cluster-domain": ["corp.local"], "--key-type": ["rsa-3072"],
         "--ca-validity": ["5y"], "--cert-validity": ["1y"], "--renew-before": ["60d"],
-        "--ca-name": ["Hook CA"], "--ca-organization": ["Example"],
+        "--ca-overlap": ["24h"], "--ca-name": ["Hook CA"], "--ca-organization": ["Example"],
         "--validating-webhook": ["hook-v"], "--mutating-webhook": ["hook-m"],
         "--crd": ["widgets.hook.io"], "--apiservice": ["v1.metrics.hook.io"],
         "--webhook-selector": ["app=hook"], "--cert-dir": ["/etc/hook/tls"],

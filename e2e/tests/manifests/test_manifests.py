@@ -38,7 +38,7 @@ MWC = "mutatingwebhookconfigurations"
 JOB_FLAGS = {
     "--phase": True, "-n": True, "--secret": True, "--service": True, "--dns-name": True,
     "--ip": True, "--cluster-domain": True, "--key-type": True, "--ca-validity": True,
-    "--cert-validity": True, "--renew-before": True, "--ca-name": True,
+    "--cert-validity": True, "--renew-before": True, "--ca-overlap": True, "--ca-name": True,
     "--ca-organization": True, "--adopt": False, "--validating-webhook": True,
     "--mutating-webhook": True, "--crd": True, "--apiservice": True,
     "--webhook-selector": True, "--wait-for-targets": True, "--log-level": True,
@@ -46,9 +46,6 @@ JOB_FLAGS = {
 }
 REPEATABLE = {"--dns-name", "--ip", "--validating-webhook", "--mutating-webhook", "--crd",
               "--apiservice"}
-TARGET_FLAGS = {"--validating-webhook", "--mutating-webhook", "--crd", "--apiservice",
-                "--webhook-selector", "--wait-for-targets"}
-
 # Mode `job` (the hook Jobs); the chart's default mode `sidecar` has its own tests in
 # e2e/tests/certctl/test_sidecar_chart.py.
 MINIMAL = {"mode": "job", "webhook": {"service": "hook"},
@@ -70,7 +67,7 @@ FULL = {
     },
     "certificate": {
         "keyType": "rsa-3072", "caValidity": "5y", "certValidity": "1y",
-        "renewBefore": "60d", "clusterDomain": "corp.local",
+        "renewBefore": "60d", "caOverlap": "12h", "clusterDomain": "corp.local",
         "extraDnsNames": ["hook.example.com", "hook.internal"],
         "ipAddresses": ["10.0.0.7", "fd00::7"],
         "caName": "Hook Root CA", "caOrganization": "Example Corp",
@@ -416,7 +413,8 @@ def test_defaults_match_certctl_defaults(helm):
     assert values["secretName"] == "webhook-server-cert"
     assert values["certificate"] == {
         "keyType": "ecdsa-p256", "caValidity": "10y", "certValidity": "10y",
-        "renewBefore": "30d", "clusterDomain": "cluster.local", "extraDnsNames": [],
+        "renewBefore": "30d", "caOverlap": "24h", "clusterDomain": "cluster.local",
+        "extraDnsNames": [],
         "ipAddresses": [], "caName": "", "caOrganization": ""}
     assert values["job"]["waitForTargets"] == "2m"
     assert values["adopt"] is False
@@ -483,9 +481,10 @@ def test_minimal_values_give_the_documented_defaults(helm):
     common = {"-n": ["infra"], "--secret": ["webhook-server-cert"], "--service": ["hook"],
               "--cluster-domain": ["cluster.local"], "--key-type": ["ecdsa-p256"],
               "--ca-validity": ["10y"], "--cert-validity": ["10y"], "--renew-before": ["30d"],
-              "--log-level": ["info"], "--log-format": ["json"]}
+              "--ca-overlap": ["24h"], "--log-level": ["info"], "--log-format": ["json"]}
     flags, switches = parse_args(container(job_for(objects, "secret"))["args"])
-    assert flags == {"--phase": ["secret"], **common}
+    assert flags == {"--phase": ["secret"], **common, "--validating-webhook": ["hook"],
+                     "--wait-for-targets": ["2m"]}
     assert switches == []
     flags, switches = parse_args(container(job_for(objects, "inject"))["args"])
     assert flags == {"--phase": ["inject"], **common, "--validating-webhook": ["hook"],
@@ -501,18 +500,18 @@ def test_every_value_maps_to_its_flag(helm):
         "--dns-name": ["hook.example.com", "hook.internal"], "--ip": ["10.0.0.7", "fd00::7"],
         "--cluster-domain": ["corp.local"], "--key-type": ["rsa-3072"],
         "--ca-validity": ["5y"], "--cert-validity": ["1y"], "--renew-before": ["60d"],
-        "--ca-name": ["Hook Root CA"], "--ca-organization": ["Example Corp"],
-        "--log-level": ["debug"], "--log-format": ["text"]}
+        "--ca-overlap": ["12h"], "--ca-name": ["Hook Root CA"],
+        "--ca-organization": ["Example Corp"], "--log-level": ["debug"], "--log-format": ["text"]}
     targets = {"--validating-webhook": ["hook-v1", "hook-v2"], "--mutating-webhook": ["hook-m"],
                "--crd": ["widgets.hook.io", "gadgets.hook.io"],
                "--apiservice": ["v1.metrics.hook.io"],
                "--webhook-selector": ["app=hook,tier=admission"], "--wait-for-targets": ["5m"]}
 
-    # The secret phase runs before the webhook's objects exist: it gets no target flags.
+    # The secret phase gets the targets too: a pre-upgrade hook that starts a CA rotation
+    # carries it through step 2 (on a first install it writes no target).
     flags, switches = parse_args(container(job_for(objects, "secret"))["args"])
-    assert flags == {"--phase": ["secret"], **certificate}
+    assert flags == {"--phase": ["secret"], **certificate, **targets}
     assert switches == ["--adopt"]
-    assert not TARGET_FLAGS & flags.keys()
 
     flags, switches = parse_args(container(job_for(objects, "inject"))["args"])
     assert flags == {"--phase": ["inject"], **certificate, **targets}

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "certctl/controller/rotation.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/issue.h"
 #include "certctl/pki/names.h"
@@ -24,14 +25,20 @@ struct SecretSpec {
   std::chrono::seconds leaf_validity{std::chrono::hours(24 * 365 * 10)};
   std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
   bool adopt = false;  // take ownership of a Secret certctl did not create
+  // How long the previous CA stays trusted after the leaf moved to a new one (step 3 of a
+  // rotation comes then, or when the previous CA expires if that is sooner).
+  std::chrono::seconds ca_overlap{std::chrono::hours(24)};
 };
 
 enum class SecretAction {
-  kNone,          // valid as it was; nothing written
-  kCreated,       // there was no Secret: CA and leaf made
-  kLeafReissued,  // leaf re-issued from the stored CA; ca.crt unchanged
-  kCaReplaced,    // new CA and leaf; ca.crt keeps the old CA while it is still valid
-  kAdopted,       // valid external Secret labelled as managed; content unchanged
+  kNone,               // valid as it was; nothing written
+  kCreated,            // there was no Secret: CA and leaf made
+  kLeafReissued,       // leaf re-issued from the stored CA; ca.crt unchanged
+  kCaReplaced,         // new CA and leaf at once: the stored leaf could not be served anyway
+  kCaRotationStarted,  // rotation step 1: a new CA stored next to the one the leaf is from
+  kLeafMovedToNewCa,   // rotation step 2: the leaf re-issued from the new CA
+  kPreviousCaRetired,  // rotation step 3: the previous CA left ca.crt
+  kAdopted,            // valid external Secret labelled as managed; content unchanged
 };
 
 std::string_view SecretActionName(SecretAction action);
@@ -45,13 +52,18 @@ struct SecretOutcome {
   std::string uid;     // the Secret's metadata.uid as stored (for Events); empty when unknown
   std::string reason;  // why it was (re)written, for the log; empty for kNone
   pki::ValidationReport validation;  // of the content now stored
+  RotationState rotation;            // as now stored
 };
 
 // Makes sure the Secret holds a valid pair for `spec`:
 //  - absent: a CA and leaf are created; if another writer created it first, what it stored is
 //    validated instead of overwritten;
-//  - managed (or adopted): a bad leaf under a good CA is re-issued with ca.key; a bad,
-//    expiring or keyless CA is replaced together with the leaf;
+//  - managed (or adopted): a bad leaf under a good CA is re-issued with ca.key (also when
+//    `certctl rotate` asked for it); a bad, expiring or keyless CA, or one `certctl rotate
+//    --ca` asked to replace, starts a rotation (step 1, see rotation.h) while the stored leaf
+//    can still be served, and is replaced together with the leaf when it cannot; a rotation
+//    in the trusting phase is left for the caller to continue (MoveLeafToNewCa once every
+//    target trusts outcome.ca_bundle), one in the overlapping phase gets step 3 when due;
 //  - external: never written; kFailedPrecondition listing the findings when invalid.
 // A Secret of another type, or an external one without tls.crt/tls.key, is
 // kFailedPrecondition naming it; nothing is written. Every write is a whole-object update
@@ -59,6 +71,13 @@ struct SecretOutcome {
 // read (kConflict) instead of losing either change.
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                                    const Clock& clock);
+
+// Rotation step 2: the leaf is re-issued from the new CA. Call it only once every target
+// holds `trusted_bundle` (outcome.ca_bundle of the phase "trusting"); when the Secret no
+// longer holds that bundle in that phase (another writer went on, or started over), nothing
+// is written and the outcome describes what is stored.
+Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& spec,
+                                      const std::string& trusted_bundle, const Clock& clock);
 
 // The policy the leaf must satisfy for `spec`.
 pki::ValidationPolicy PolicyFor(const SecretSpec& spec);

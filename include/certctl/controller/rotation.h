@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "certctl/kube/client.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/result.h"
 
@@ -53,6 +54,13 @@ struct RotationState {
 // string is kBadResponse; a value certctl never writes (an unknown phase, a time that does
 // not parse) is kInvalidArgument naming the annotation, so nothing acts on a guess.
 Result<RotationState> ReadRotationState(const nlohmann::json& secret, const std::string& object);
+
+// `certctl rotate`: asks whoever reconciles the Secret next to rotate, by setting the request
+// annotation (a whole-object update carrying the resourceVersion read, re-read on conflict).
+// The Secret must exist (kNotFound) and be managed by certctl (kFailedPrecondition). Returns
+// the Secret as stored after the request.
+Result<nlohmann::json> RequestRotation(kube::Client& client, std::string_view ns,
+                                       std::string_view name, RotationRequest request);
 
 // Writes `state` into metadata.annotations: the annotations it needs are set, the others of
 // certctl's removed, everyone else's kept.

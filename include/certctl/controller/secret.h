@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "certctl/controller/rotation.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/validate.h"
 #include "certctl/util/clock.h"
@@ -45,9 +46,12 @@ struct StoredSecret {
   // The pair's findings and the validation's together: empty when the Secret holds a
   // valid pair that certctl may serve and inject.
   std::vector<Finding> findings;
+  RotationState rotation;
 };
 
-// GETs the Secret and judges it against `policy` at `now`. nullopt when it does not exist;
+// GETs the Secret and judges it against `policy` at `now` (while a CA rotation waits for
+// the targets, without renew_before: the rotation is already renewing). The rotation
+// annotations must read (see ReadRotationState). nullopt when it does not exist;
 // an error when it could not be read (wrapped with "get secret/ns/name") or the answer is
 // unusable (see ReadSecretPair).
 Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::string_view ns,

@@ -24,17 +24,25 @@ struct PassConfig {
 // a follower only reads, keeps its own folder in sync and judges readiness.
 enum class Role { kLeader, kFollower };
 
+// One write to the Secret.
+struct SecretChange {
+  controller::SecretAction action = controller::SecretAction::kNone;
+  std::string reason;  // why
+  std::string uid;     // the Secret's, for Events about it
+};
+
 // What one pass found and did.
 struct PassReport {
   // Ready per the readiness rule: the Secret holds a valid pair, the folder (if any) serves
   // it, and every target's caBundle holds the CA that issued the leaf.
   bool ready = false;
   std::string not_ready;  // why not, on one line; empty when ready
-  controller::SecretAction secret_action = controller::SecretAction::kNone;
-  std::string secret_reason;         // why the Secret was written
-  std::string secret_uid;            // for Events about it
-  bool folder_written = false;       // the folder got a new set
-  std::vector<std::string> patched;  // targets whose caBundle was repaired
+  // The Secret's writes, in order: a CA rotation can take steps 1 and 2 in one pass.
+  std::vector<SecretChange> secret_changes;
+  controller::RotationPhase rotation = controller::RotationPhase::kNone;  // as now stored
+  std::optional<TimePoint> next_step_at;  // when the rotation's next step falls due
+  bool folder_written = false;            // the folder got a new set
+  std::vector<std::string> patched;       // targets whose caBundle was repaired
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events
   std::optional<TimePoint> ca_not_after;                        // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;
@@ -46,7 +54,8 @@ struct PassReport {
 // One reconcile: the same logic as `certctl job`, once, without waiting.
 //  - leader: EnsureSecret, then the folder, then the bundle into every target; a target
 //    that does not exist yet (or a selector that matches nothing) makes the pass not ready,
-//    not failed: its appearance triggers the next pass;
+//    not failed: its appearance triggers the next pass. A CA rotation waiting for the targets
+//    moves the leaf to the new CA (and the folder with it) once each reads back the bundle;
 //  - follower: reads the Secret and the targets and writes only its folder; an absent or
 //    invalid Secret, or a target without the bundle, is not ready, waiting for the leader.
 // Errors are failures a retry may fix (API, file system) or that need a human (an invalid

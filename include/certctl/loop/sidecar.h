@@ -62,8 +62,10 @@ struct SidecarMetrics {
   metrics::Family& writes;              // {kind}
   metrics::Family& ready;
   metrics::Family& leader;
-  metrics::Family& last_success;  // unix seconds of the last pass that ended ready
-  metrics::Family& api_requests;  // {method, code}: "error" when no response came
+  metrics::Family& last_success;    // unix seconds of the last pass that ended ready
+  metrics::Family& api_requests;    // {method, code}: "error" when no response came
+  metrics::Family& rotation_phase;  // {secret}: 0 none, 1 trusting, 2 overlapping
+  metrics::Family& rotations;       // {kind="ca"|"leaf"}: rotations this replica started
 };
 
 // The sidecar controller: watches the Secret and every target, runs one reconcile pass at
@@ -149,6 +151,7 @@ class Sidecar {
   bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
   std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
+  std::optional<TimePoint> next_step_at_;    // a CA rotation's next step (loop thread only)
   bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
   // Watches currently failing: while any is, the loop polls, since no event would tell it
   // that someone wiped a caBundle meanwhile.

@@ -13,6 +13,7 @@
 #include "certctl/pki/certificate.h"
 #include "certctl/pki/issue.h"
 #include "certctl/util/base64.h"
+#include "certctl/util/duration.h"
 
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
@@ -340,29 +341,26 @@ TEST(EnsureSecret, LeafWithinRenewBeforeIsReissuedFromTheStoredCa) {
   EXPECT_EQ(cluster.client.WriteCount(), 1);
 }
 
-TEST(EnsureSecret, ExpiringCaIsReplacedAndTheOldCaStaysInTheBundle) {
-  Created cluster;  // CA valid for 365 days
+TEST(EnsureSecret, AnExpiringCaWhoseLeafNoLongerServesIsReplacedAtOnce) {
+  Created cluster;  // CA valid for 365 days, leaf for 90
   const std::vector<pki::Certificate> old_cas = Certificates(DataOf(cluster.before, "ca.crt"));
   ASSERT_EQ(old_cas.size(), 1u);
-  cluster.clock.Advance(340 * kDay);  // 25 days left, still valid
+  cluster.clock.Advance(340 * kDay);  // the CA has 25 days left, the leaf expired long ago
 
   auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
   ASSERT_TRUE(outcome.has_value());
+  // Nothing the server holds is served successfully: no step would gain anything.
   EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
   const Json after = Stored(cluster.client);
   EXPECT_EQ(outcome->ca_bundle, DataOf(after, "ca.crt"));
   const std::vector<pki::Certificate> bundle = Certificates(outcome->ca_bundle);
-  ASSERT_EQ(bundle.size(), 2u);
+  ASSERT_EQ(bundle.size(), 1u);
   EXPECT_FALSE(bundle[0] == old_cas[0]);
-  EXPECT_TRUE(bundle[1] == old_cas[0]);
   EXPECT_EQ(bundle[0].Info().not_after, cluster.clock.Now() + 365 * kDay);
   EXPECT_NE(after["data"]["ca.key"], cluster.before["data"]["ca.key"]);
-
-  // The leaf is issued by the new CA: it verifies with the new CA alone, and ca.key is its key.
-  const pki::ValidationReport report =
-      ValidateStored(after, kSans, cluster.clock.Now(), bundle[0].ToPem());
+  EXPECT_FALSE(after["metadata"].contains("annotations"));
+  const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
   EXPECT_TRUE(report.ok()) << Findings(report);
-  EXPECT_TRUE(ValidateStored(after, kSans, cluster.clock.Now()).ok());
   EXPECT_EQ(cluster.client.WriteCount(), 1);
 }
 
@@ -383,25 +381,144 @@ TEST(EnsureSecret, ExpiredCaIsReplacedAndDropped) {
   EXPECT_TRUE(report.ok()) << Findings(report);
 }
 
-TEST(EnsureSecret, ShortLivedCaIsReplacedAtOnce) {
-  FakeClock clock;
-  FakeClient client;
-  // Made elsewhere with a CA that has less than renew_before left from the start.
-  const pki::KeyPair ca = MustCa("svc-ca", clock.Now(), 20 * kDay);
-  client.Put(kSecrets, ManagedSecret(ca, MustLeaf(ca, kSans, clock.Now())));
+std::string AnnotationOf(const Json& secret, const std::string& key) {
+  const Json& metadata = secret["metadata"];
+  if (!metadata.contains("annotations") || !metadata["annotations"].contains(key)) {
+    return "";
+  }
+  return metadata["annotations"][key].get<std::string>();
+}
 
-  auto outcome = MustEnsure(client, Spec(), clock);
-  ASSERT_TRUE(outcome.has_value());
-  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
-  const std::vector<pki::Certificate> bundle = Certificates(outcome->ca_bundle);
-  ASSERT_EQ(bundle.size(), 2u);
-  EXPECT_TRUE(bundle[1] == ca.certificate);
-  const pki::ValidationReport report =
-      ValidateStored(Stored(client), kSans, clock.Now(), bundle[0].ToPem());
+// The invariant at the Secret's level: the leaf it stores verifies against the bundle it
+// stores (what the targets are given), and against every bundle stored before it moved.
+void ExpectLeafTrustedBy(const Json& secret, const std::string& bundle, TimePoint now) {
+  pki::ValidationPolicy policy;
+  policy.dns_names = kSans;
+  policy.renew_before = std::chrono::seconds(0);
+  pki::PairSource source;
+  source.ca_pem = bundle;
+  source.cert_pem = DataOf(secret, "tls.crt");
+  source.key_pem = DataOf(secret, "tls.key");
+  const pki::ValidationReport report = pki::Validate(source, policy, now);
   EXPECT_TRUE(report.ok()) << Findings(report);
 }
 
-TEST(EnsureSecret, ManagedSecretWithoutCaKeyGetsANewCa) {
+TEST(EnsureSecret, AnExpiringCaIsRotatedInStepsThatNeverServeAnUntrustedLeaf) {
+  FakeClock clock;
+  FakeClient client;
+  // A CA with less than renew_before (30 days) left, and a leaf it issued that still serves.
+  const pki::KeyPair old_ca = MustCa("svc-ca", clock.Now(), 20 * kDay);
+  const Json before =
+      client.Put(kSecrets, ManagedSecret(old_ca, MustLeaf(old_ca, kSans, clock.Now())));
+
+  // Step 1: a new CA next to the old one; the leaf stays.
+  auto started = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->action, SecretAction::kCaRotationStarted);
+  EXPECT_EQ(started->rotation.phase, RotationPhase::kTrusting);
+  Json stored = Stored(client);
+  const std::vector<pki::Certificate> bundle = Certificates(DataOf(stored, "ca.crt"));
+  ASSERT_EQ(bundle.size(), 2u);
+  EXPECT_TRUE(bundle[1] == old_ca.certificate);
+  EXPECT_EQ(stored["data"]["tls.crt"], before["data"]["tls.crt"]);
+  EXPECT_EQ(stored["data"]["tls.key"], before["data"]["tls.key"]);
+  EXPECT_NE(stored["data"]["ca.key"], before["data"]["ca.key"]);
+  EXPECT_EQ(AnnotationOf(stored, kRotationPhaseAnnotation), "trusting");
+  EXPECT_EQ(AnnotationOf(stored, kRotationStartedAnnotation), FormatRfc3339(clock.Now()));
+  ExpectLeafTrustedBy(stored, old_ca.certificate.ToPem(), clock.Now());  // the targets' bundle
+  ExpectLeafTrustedBy(stored, DataOf(stored, "ca.crt"), clock.Now());
+
+  // Until the caller has put that bundle into every target, nothing else happens.
+  client.ClearRequests();
+  auto waiting = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->action, SecretAction::kNone);
+  EXPECT_EQ(waiting->rotation.phase, RotationPhase::kTrusting);
+  EXPECT_EQ(waiting->ca_bundle, DataOf(stored, "ca.crt"));
+  EXPECT_EQ(client.WriteCount(), 0);
+
+  // Step 2: the leaf moves to the new CA; the old one stays trusted for the overlap.
+  clock.Advance(std::chrono::seconds(5));
+  auto moved = MoveLeafToNewCa(client, Spec(), started->ca_bundle, clock);
+  ASSERT_TRUE(moved.has_value()) << moved.error().message();
+  EXPECT_EQ(moved->action, SecretAction::kLeafMovedToNewCa);
+  stored = Stored(client);
+  EXPECT_EQ(DataOf(stored, "ca.crt"), started->ca_bundle);
+  EXPECT_EQ(AnnotationOf(stored, kRotationPhaseAnnotation), "overlapping");
+  EXPECT_EQ(AnnotationOf(stored, kPreviousCaUntilAnnotation), FormatRfc3339(clock.Now() + kDay));
+  ExpectLeafTrustedBy(stored, bundle[0].ToPem(), clock.Now());
+  ExpectLeafTrustedBy(stored, started->ca_bundle, clock.Now());
+  const pki::ValidationReport full = ValidateStored(stored, kSans, clock.Now());
+  EXPECT_TRUE(full.ok()) << Findings(full);
+
+  client.ClearRequests();
+  auto overlapping = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(overlapping.has_value());
+  EXPECT_EQ(overlapping->action, SecretAction::kNone);
+  EXPECT_EQ(overlapping->rotation.previous_ca_until, clock.Now() + kDay);
+  EXPECT_EQ(client.WriteCount(), 0);
+
+  // Step 3 after the overlap: the old CA leaves the bundle, the annotations go.
+  clock.Advance(kDay);
+  auto retired = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(retired.has_value());
+  EXPECT_EQ(retired->action, SecretAction::kPreviousCaRetired);
+  EXPECT_EQ(retired->rotation.phase, RotationPhase::kNone);
+  stored = Stored(client);
+  EXPECT_EQ(DataOf(stored, "ca.crt"), bundle[0].ToPem());
+  EXPECT_FALSE(stored["metadata"].contains("annotations"));
+  ExpectLeafTrustedBy(stored, DataOf(stored, "ca.crt"), clock.Now());
+
+  client.ClearRequests();
+  auto steady = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(steady.has_value());
+  EXPECT_EQ(steady->action, SecretAction::kNone);
+  EXPECT_EQ(client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, TheOverlapEndsWhenThePreviousCaExpiresIfThatIsSooner) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair old_ca = MustCa("svc-ca", clock.Now(), 20 * kDay);
+  client.Put(kSecrets, ManagedSecret(old_ca, MustLeaf(old_ca, kSans, clock.Now())));
+  SecretSpec spec = Spec();
+  spec.ca_overlap = 60 * kDay;
+  auto started = MustEnsure(client, spec, clock);
+  ASSERT_TRUE(started.has_value());
+  auto moved = MoveLeafToNewCa(client, spec, started->ca_bundle, clock);
+  ASSERT_TRUE(moved.has_value()) << moved.error().message();
+  EXPECT_EQ(moved->rotation.previous_ca_until, old_ca.certificate.Info().not_after);
+
+  clock.Advance(20 * kDay);
+  auto retired = MustEnsure(client, spec, clock);
+  ASSERT_TRUE(retired.has_value());
+  EXPECT_EQ(retired->action, SecretAction::kPreviousCaRetired);
+  EXPECT_EQ(Certificates(retired->ca_bundle).size(), 1u);
+}
+
+TEST(EnsureSecret, MovingTheLeafWritesNothingWhenTheRotationIsNotTheOneTheCallerSaw) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair old_ca = MustCa("svc-ca", clock.Now(), 20 * kDay);
+  const Json before =
+      client.Put(kSecrets, ManagedSecret(old_ca, MustLeaf(old_ca, kSans, clock.Now())));
+  client.ClearRequests();
+  // No rotation in progress at all.
+  auto idle = MoveLeafToNewCa(client, Spec(), DataOf(before, "ca.crt"), clock);
+  ASSERT_TRUE(idle.has_value()) << idle.error().message();
+  EXPECT_EQ(idle->action, SecretAction::kNone);
+  // A rotation, but with another bundle than the one the targets were given.
+  auto started = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(started.has_value());
+  client.ClearRequests();
+  auto other = MoveLeafToNewCa(client, Spec(), DataOf(before, "ca.crt"), clock);
+  ASSERT_TRUE(other.has_value()) << other.error().message();
+  EXPECT_EQ(other->action, SecretAction::kNone);
+  EXPECT_EQ(other->rotation.phase, RotationPhase::kTrusting);
+  EXPECT_EQ(client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, ManagedSecretWithoutCaKeyRotatesToANewCa) {
   Created cluster;
   Json keyless = cluster.before;
   keyless["data"].erase("ca.key");
@@ -410,24 +527,115 @@ TEST(EnsureSecret, ManagedSecretWithoutCaKeyGetsANewCa) {
 
   auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
   ASSERT_TRUE(outcome.has_value());
-  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  EXPECT_EQ(outcome->action, SecretAction::kCaRotationStarted);
   EXPECT_THAT(outcome->reason, HasSubstr("ca.key"));
   const Json after = Stored(cluster.client);
   EXPECT_THAT(DataKeys(after), UnorderedElementsAre("ca.crt", "ca.key", "tls.crt", "tls.key"));
-  // The old CA is still valid, so it stays trusted next to the new one.
+  // The leaf the old CA issued still serves, so it stays until the targets trust the new CA.
   const std::vector<pki::Certificate> bundle = Certificates(DataOf(after, "ca.crt"));
   ASSERT_EQ(bundle.size(), 2u);
   EXPECT_TRUE(bundle[1] == old_cas[0]);
-  const pki::ValidationReport report =
-      ValidateStored(after, kSans, cluster.clock.Now(), bundle[0].ToPem());
-  EXPECT_TRUE(report.ok()) << Findings(report);
+  EXPECT_EQ(after["data"]["tls.crt"], cluster.before["data"]["tls.crt"]);
 
-  // The repaired Secret is steady.
-  cluster.client.ClearRequests();
+  auto moved = MoveLeafToNewCa(cluster.client, Spec(), outcome->ca_bundle, cluster.clock);
+  ASSERT_TRUE(moved.has_value()) << moved.error().message();
+  EXPECT_EQ(moved->action, SecretAction::kLeafMovedToNewCa);
+  const pki::ValidationReport report =
+      ValidateStored(Stored(cluster.client), kSans, cluster.clock.Now(), bundle[0].ToPem());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+// What `certctl rotate` leaves on the Secret.
+void Request(FakeClient& client, const std::string& what) {
+  Json secret = Stored(client);
+  secret["metadata"]["annotations"][kRotateAnnotation] = what;
+  client.Put(kSecrets, secret);
+}
+
+TEST(EnsureSecret, RequestsFromCertctlRotateAreCarriedOutAndCleared) {
+  Created cluster;
+  Request(cluster.client, "leaf");
+  auto leaf = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(leaf.has_value());
+  EXPECT_EQ(leaf->action, SecretAction::kLeafReissued);
+  EXPECT_EQ(leaf->reason, "certctl rotate");
+  Json after = Stored(cluster.client);
+  EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
+  EXPECT_NE(after["data"]["tls.crt"], cluster.before["data"]["tls.crt"]);
+  EXPECT_FALSE(after["metadata"].contains("annotations"));
+
+  Request(cluster.client, "ca");
+  auto ca = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(ca.has_value());
+  EXPECT_EQ(ca->action, SecretAction::kCaRotationStarted);
+  EXPECT_EQ(ca->reason, "certctl rotate --ca");
+  after = Stored(cluster.client);
+  EXPECT_EQ(AnnotationOf(after, kRotateAnnotation), "");
+  EXPECT_EQ(AnnotationOf(after, kRotationPhaseAnnotation), "trusting");
+}
+
+TEST(EnsureSecret, ARotationAskedForDuringAnOverlapRetiresThePreviousCaFirst) {
+  Created cluster;
+  const pki::Certificate first = Certificates(DataOf(cluster.before, "ca.crt"))[0];
+  Request(cluster.client, "ca");
+  auto started = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(started.has_value());
+  auto moved = MoveLeafToNewCa(cluster.client, Spec(), started->ca_bundle, cluster.clock);
+  ASSERT_TRUE(moved.has_value()) << moved.error().message();
+  const pki::Certificate second = Certificates(moved->ca_bundle)[0];
+
+  Request(cluster.client, "ca");
   auto again = MustEnsure(cluster.client, Spec(), cluster.clock);
   ASSERT_TRUE(again.has_value());
-  EXPECT_EQ(again->action, SecretAction::kNone);
+  EXPECT_EQ(again->action, SecretAction::kCaRotationStarted);
+  const std::vector<pki::Certificate> bundle = Certificates(again->ca_bundle);
+  ASSERT_EQ(bundle.size(), 2u);  // never three
+  EXPECT_FALSE(bundle[0] == second);
+  EXPECT_FALSE(bundle[0] == first);
+  EXPECT_TRUE(bundle[1] == second);
+  ExpectLeafTrustedBy(Stored(cluster.client), second.ToPem(), cluster.clock.Now());
+}
+
+TEST(EnsureSecret, ABrokenRotationIsRepairedFromScratch) {
+  Created cluster;
+  Json broken = cluster.before;
+  broken["metadata"]["annotations"][kRotationPhaseAnnotation] = "trusting";  // one CA only
+  cluster.client.Put(kSecrets, broken);
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  EXPECT_THAT(outcome->reason, HasSubstr("inconsistent"));
+  const Json after = Stored(cluster.client);
+  EXPECT_FALSE(after["metadata"].contains("annotations"));
+  EXPECT_TRUE(ValidateStored(after, kSans, cluster.clock.Now()).ok());
+}
+
+TEST(EnsureSecret, AnUnknownRotationPhaseIsAnErrorNamingTheAnnotationAndNothingIsWritten) {
+  Created cluster;
+  Json odd = cluster.before;
+  odd["metadata"]["annotations"][kRotationPhaseAnnotation] = "halfway";
+  cluster.client.Put(kSecrets, odd);
+  cluster.client.ClearRequests();
+  auto outcome = EnsureSecret(cluster.client, Spec(), cluster.clock);
+  ASSERT_FALSE(outcome.has_value());
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(outcome.error().message(),
+              AllOf(HasSubstr(kObject), HasSubstr(kRotationPhaseAnnotation), HasSubstr("halfway")));
   EXPECT_EQ(cluster.client.WriteCount(), 0);
+}
+
+TEST(EnsureSecret, ABundleLeftWithAnOldCaByAnEarlierVersionIsTrimmed) {
+  Created cluster;
+  // What a CA replacement used to store: the new CA, then the old one, no annotations.
+  const pki::KeyPair old_ca = MustCa("svc-ca", cluster.clock.Now());
+  Json legacy = cluster.before;
+  legacy["data"]["ca.crt"] =
+      Base64Encode(DataOf(cluster.before, "ca.crt") + old_ca.certificate.ToPem());
+  cluster.client.Put(kSecrets, legacy);
+  auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kPreviousCaRetired);
+  EXPECT_EQ(DataOf(Stored(cluster.client), "ca.crt"), DataOf(cluster.before, "ca.crt"));
 }
 
 TEST(EnsureSecret, GarbageLeafInAManagedSecretIsRepaired) {

@@ -49,7 +49,8 @@ TEST(ReconcilePass, TheLeaderCreatesPublishesAndInjects) {
   const auto report = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
   ASSERT_TRUE(report) << report.error().message();
   EXPECT_TRUE(report->ready) << report->not_ready;
-  EXPECT_EQ(report->secret_action, controller::SecretAction::kCreated);
+  ASSERT_EQ(report->secret_changes.size(), 1u);
+  EXPECT_EQ(report->secret_changes[0].action, controller::SecretAction::kCreated);
   EXPECT_TRUE(report->folder_written);
   EXPECT_THAT(report->patched, ::testing::ElementsAre("validatingwebhookconfiguration/hook"));
   EXPECT_EQ(report->leaf_not_after, clock.Now() + 90 * kDay);
@@ -142,6 +143,83 @@ TEST(ReconcilePass, AFollowerIsNotReadyWhileTheLeafIsDueForRenewal) {
   ASSERT_TRUE(report);
   EXPECT_FALSE(report->ready);
   EXPECT_THAT(report->not_ready, HasSubstr("waiting for the leader to repair"));
+}
+
+// What `certctl rotate --ca` leaves on the Secret for the controller.
+void RequestCaRotation(FakeClient& api) {
+  Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  secret["metadata"]["annotations"]["certctl.io/rotate"] = "ca";
+  api.Put(kube::kSecrets, secret);
+}
+
+TEST(ReconcilePass, ARequestedCaRotationTakesItsFirstTwoStepsInOnePass) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  const std::string old_ca = Data(api, "ca.crt");
+  RequestCaRotation(api);
+  api.ClearRequests();
+
+  const auto report = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_TRUE(report->ready) << report->not_ready;
+  ASSERT_EQ(report->secret_changes.size(), 2u);
+  EXPECT_EQ(report->secret_changes[0].action, controller::SecretAction::kCaRotationStarted);
+  EXPECT_EQ(report->secret_changes[1].action, controller::SecretAction::kLeafMovedToNewCa);
+  EXPECT_EQ(report->rotation, controller::RotationPhase::kOverlapping);
+  EXPECT_EQ(report->next_step_at, clock.Now() + 24h);  // the default overlap
+
+  // The order on the wire: the Secret (step 1), the bundle, a read-back of the target, then
+  // the leaf (step 2).
+  std::vector<std::string> writes;
+  for (const auto& request : api.Requests()) {
+    if (request.verb == certctl::testing::Verb::kUpdate) {
+      writes.push_back("update secret");
+    } else if (request.verb == certctl::testing::Verb::kPatch) {
+      writes.push_back("patch vwc");
+    }
+  }
+  EXPECT_THAT(writes, ::testing::ElementsAre("update secret", "patch vwc", "update secret"));
+  const std::string bundle = Data(api, "ca.crt");
+  EXPECT_EQ(Bundle(api), bundle);
+  EXPECT_THAT(bundle, HasSubstr(old_ca.substr(0, old_ca.size() - 30)));
+  EXPECT_NE(bundle, old_ca);
+  const auto folder = certdir::ReadServingFiles(dir.path()).value().value();
+  EXPECT_EQ(folder.tls_crt, Data(api, "tls.crt"));
+  EXPECT_EQ(folder.ca_crt, bundle);
+
+  // Step 3 once the overlap is over: the bundle is the new CA alone, everywhere.
+  clock.Advance(24h);
+  const auto retired = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(retired) << retired.error().message();
+  ASSERT_EQ(retired->secret_changes.size(), 1u);
+  EXPECT_EQ(retired->secret_changes[0].action, controller::SecretAction::kPreviousCaRetired);
+  EXPECT_EQ(retired->rotation, controller::RotationPhase::kNone);
+  EXPECT_FALSE(retired->next_step_at);
+  EXPECT_THAT(Data(api, "ca.crt"), ::testing::Not(HasSubstr(old_ca.substr(30, 40))));
+  EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
+}
+
+TEST(ReconcilePass, AFollowerStaysReadyWhileARotationWaitsForTheTargets) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  // The leaf is due for renewal, and a CA rotation was started (the job's secret phase
+  // without targets stops after step 1): the follower judges the leaf by whether it serves.
+  clock.Advance(61 * kDay);
+  RequestCaRotation(api);
+  auto secret = controller::EnsureSecret(api, Config(dir.path()).secret, clock);
+  ASSERT_TRUE(secret) << secret.error().message();
+  ASSERT_EQ(secret->action, controller::SecretAction::kCaRotationStarted);
+
+  const auto report = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_TRUE(report->ready) << report->not_ready;
+  EXPECT_EQ(report->rotation, controller::RotationPhase::kTrusting);
 }
 
 TEST(ReconcilePass, AnUnwritableFolderIsAnErrorNamingIt) {

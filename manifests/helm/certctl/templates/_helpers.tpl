@@ -346,6 +346,10 @@ other argument templates, its output starts each item on a new line: include it 
 - --renew-before
 - {{ . | quote }}
 {{- end }}
+{{- with $v.certificate.caOverlap }}
+- --ca-overlap
+- {{ . | quote }}
+{{- end }}
 {{- with $v.certificate.caName }}
 - --ca-name
 - {{ . | quote }}
@@ -408,12 +412,12 @@ the secret phase runs before the webhook's own objects exist and must not look f
 - --phase
 - {{ .phase }}
 {{- include "certctl.secretArgs" .root }}
-{{- if eq .phase "inject" }}
+{{- /* The secret phase too: a pre-upgrade hook that starts a CA rotation injects the new CA
+     and moves the server certificate before it exits (a first install writes no target). */}}
 {{- include "certctl.targetArgs" .root }}
 {{- with $v.job.waitForTargets }}
 - --wait-for-targets
 - {{ . | quote }}
-{{- end }}
 {{- end }}
 {{- include "certctl.logArgs" .root }}
 {{- end -}}

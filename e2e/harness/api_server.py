@@ -1,0 +1,154 @@
+"""The API server's side of a webhook call, in a loop: `ApiServerProbe` reads the caBundle of
+every target from the emulator, then for each webhook endpoint makes a TLS handshake trusting
+only that bundle and verifying the Service's DNS name, and posts an AdmissionReview over it,
+every ~20 ms until stopped. Every failure is kept with what was trusted and what was served.
+"""
+
+import base64
+import hashlib
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+import uuid
+
+from .sidecar import admission_review
+
+__all__ = ["ApiServerProbe", "bundle_fingerprints"]
+
+
+def bundle_fingerprints(pem):
+    """SHA-256 of each certificate of a PEM bundle (DER), in order."""
+    prints = []
+    marker = "-----BEGIN CERTIFICATE-----"
+    for block in pem.split(marker)[1:]:
+        body = marker + block.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----"
+        prints.append(hashlib.sha256(ssl.PEM_cert_to_DER_cert(body)).hexdigest()[:16])
+    return prints
+
+
+def _bundles(obj):
+    """The distinct caBundles (decoded PEM) of a webhook configuration, CRD or APIService."""
+    configs = []
+    if "webhooks" in obj:
+        configs = [w.get("clientConfig", {}) for w in obj.get("webhooks") or []]
+    elif obj.get("kind") == "CustomResourceDefinition":
+        configs = [obj["spec"]["conversion"]["webhook"]["clientConfig"]]
+    else:
+        configs = [obj.get("spec", {})]
+    return sorted({base64.b64decode(c.get("caBundle", "")).decode() for c in configs})
+
+
+class ApiServerProbe:
+    """A thread that calls every endpoint in `ports()` (a callable: the set may change) the way
+    the API server would, through the bundle of each target in `paths`, every `interval`."""
+
+    def __init__(self, cluster, paths, ports, host, namespace, interval=0.02, timeout=5.0):
+        self.cluster, self.paths, self.ports, self.host = cluster, paths, ports, host
+        self.namespace, self.interval, self.timeout = namespace, interval, timeout
+        self.calls = 0            # handshake + AdmissionReview, both fine
+        self.rounds = 0
+        self.failures = []        # (monotonic, target, port, trusted CAs, error)
+        self.read_errors = []     # the emulator did not answer a GET (not a webhook failure)
+        self.bundles_seen = []    # distinct bundles (fingerprint lists), in order
+        self.leaves_seen = []     # distinct served leaves (fingerprints), in order
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="api-server-probe", daemon=True)
+
+    # -- one call ---------------------------------------------------------------------------
+
+    def _call(self, port, bundle):
+        context = ssl.create_default_context(cadata=bundle)  # only this bundle is trusted
+        raw = socket.create_connection(("127.0.0.1", port), timeout=self.timeout)
+        try:
+            tls = context.wrap_socket(raw, server_hostname=self.host)
+        except BaseException:
+            raw.close()
+            raise
+        conn = http.client.HTTPConnection(self.host, port, timeout=self.timeout)
+        conn.sock = tls
+        try:
+            leaf = hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()[:16]
+            if leaf not in self.leaves_seen:
+                self.leaves_seen.append(leaf)
+            uid = str(uuid.uuid4())
+            conn.request("POST", "/validate?timeout=10s",
+                         body=json.dumps(admission_review(uid, namespace=self.namespace)),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                raise ValueError(f"AdmissionReview answered {resp.status}: {body[:200]!r}")
+            answer = json.loads(body)["response"]
+            if answer != {"uid": uid, "allowed": True}:
+                raise ValueError(f"AdmissionReview answer {answer}")
+        finally:
+            conn.close()
+
+    def _round(self):
+        for path in self.paths:
+            try:
+                resp = self.cluster.api("GET", path, timeout=self.timeout)
+            except OSError as e:
+                self.read_errors.append((time.monotonic(), path, f"{type(e).__name__}: {e}"))
+                continue
+            if resp.status != 200:
+                self.read_errors.append((time.monotonic(), path, resp.status))
+                continue
+            for bundle in _bundles(resp.json()):
+                trusted = bundle_fingerprints(bundle)
+                if trusted not in self.bundles_seen:
+                    self.bundles_seen.append(trusted)
+                for port in self.ports():
+                    try:
+                        if not trusted:
+                            raise ValueError("the caBundle is empty")
+                        self._call(port, bundle)
+                    except (OSError, ValueError, KeyError, http.client.HTTPException) as e:
+                        self.failures.append((time.monotonic(), path, port, trusted,
+                                              f"{type(e).__name__}: {e}"))
+                    else:
+                        self.calls += 1
+        self.rounds += 1
+
+    def _run(self):
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._round()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    # -- control ----------------------------------------------------------------------------
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+        return self
+
+    def wait_rounds(self, count, bound=30.0):
+        """Blocks until `count` more rounds ran (so a state is known to have been probed)."""
+        target = self.rounds + count
+        deadline = time.monotonic() + bound
+        while self.rounds < target:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the probe ran {self.rounds} rounds, not {target}")
+            time.sleep(0.01)
+
+    def report(self):
+        lines = [f"{self.rounds} rounds, {self.calls} calls, {len(self.failures)} failures, "
+                 f"{len(self.read_errors)} read errors",
+                 f"bundles seen: {self.bundles_seen}", f"leaves seen: {self.leaves_seen}"]
+        lines += [f"  {t:.3f} {path} port {port} trusting {trusted}: {error}"
+                  for t, path, port, trusted, error in self.failures[:20]]
+        return "\n".join(lines)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

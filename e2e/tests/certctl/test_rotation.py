@@ -1,0 +1,330 @@
+"""The rotation invariant: while the CA is replaced, no call the API server makes to the webhook
+fails. An `ApiServerProbe` plays the API server throughout: every ~20 ms it reads the caBundle
+of each target (a ValidatingWebhookConfiguration and a MutatingWebhookConfiguration) and makes a
+TLS handshake to every webhook server, trusting only that bundle and verifying
+hook.infra.svc, then posts an AdmissionReview over it. The webhook servers are the example
+server (harness/webhook_server.py) on the folder `certctl run` keeps, as in a pod.
+
+Scenarios: `certctl rotate --ca --wait` with the controller running; the controller SIGKILLed
+between step 1 and step 2 (its target writes fail until then) and started again; two replicas
+under leader election with the leader killed in the same place; a leaf-only renewal
+(`certctl rotate --wait`). Each ends with zero failed calls and, after the overlap
+(--ca-overlap of a few seconds), every bundle holding the new CA alone. The control: the naive
+rotation of harness/naive_rotation.py (CA, leaf and bundles replaced at once, the pod's files
+following a second later) run against the same probe fails, so the probe is known to see the
+problem it guards against.
+"""
+
+import base64
+import json
+import signal
+import time
+
+import pytest
+
+from harness.api_server import ApiServerProbe, bundle_fingerprints
+from harness.certctl import run_certctl
+from harness.naive_rotation import naive_rotation
+from harness.rbac import emulator_rules
+from harness.sidecar import Sidecar, WebhookServer, free_ports
+
+NS = "infra"
+SERVICE = "hook"
+SECRET = "webhook-server-cert"
+VWC, MWC = "hook", "hook-mutating"
+HOST = f"{SERVICE}.{NS}.svc"
+USER = f"system:serviceaccount:{NS}:certctl"
+TARGET_PATHS = [f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{VWC}",
+                f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{MWC}"]
+SECRET_PATH = f"/api/v1/namespaces/{NS}/secrets/{SECRET}"
+LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{SECRET}-certctl"
+PHASE = "certctl.io/rotation-phase"
+POLL = 0.05
+BOUND = 20.0
+LEASE_DURATION = 15.0
+MIN_CALLS = 100  # a rotation probed fewer times than this proves little
+
+
+def rules(leader_election):
+    return emulator_rules("sidecar", SECRET, NS,
+                          {"validatingWebhooks": [VWC], "mutatingWebhooks": [MWC]},
+                          {"leaderElection": leader_election})
+
+
+def manifests():
+    def webhook(kind, name):
+        return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                "metadata": {"name": name},
+                "webhooks": [{
+                    "name": f"{name}.hook.example.com", "admissionReviewVersions": ["v1"],
+                    "sideEffects": "None", "failurePolicy": "Fail",
+                    "clientConfig": {"service": {"namespace": NS, "name": SERVICE,
+                                                 "path": "/validate", "port": 443}},
+                    "rules": [{"operations": ["CREATE"], "apiGroups": [""],
+                               "apiVersions": ["v1"], "resources": ["configmaps"]}]}]}
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": SERVICE, "namespace": NS},
+               "spec": {"ports": [{"port": 443, "targetPort": 9443}]}}
+    return [service, webhook("ValidatingWebhookConfiguration", VWC),
+            webhook("MutatingWebhookConfiguration", MWC)]
+
+
+def wait_for(predicate, what, bound=BOUND, watch=()):
+    deadline = time.monotonic() + bound
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for process in watch:
+            if not process.alive():
+                pytest.fail(f"{what}: a process exited\n{process.log()}")
+        if time.monotonic() > deadline:
+            logs = "\n".join(p.log() for p in watch)
+            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{logs}")
+        time.sleep(POLL)
+
+
+class Replica:
+    """One pod: `certctl run` and the example webhook server sharing a folder."""
+
+    def __init__(self, cluster, binary, workdir, name, user, *args):
+        self.port, = free_ports(1)
+        self.sidecar = Sidecar(binary, cluster, workdir, name, user,
+                               ["--validating-webhook", VWC, "--mutating-webhook", MWC,
+                                "--serving-addr", f"127.0.0.1:{self.port}", *args],
+                               namespace=NS, service=SERVICE)
+        self.webhook = WebhookServer(self.sidecar.cert_dir, workdir, name=f"{name}-webhook",
+                                     listen=f"127.0.0.1:{self.port}", ready_timeout=BOUND)
+
+    def start(self):
+        self.sidecar.start()
+        self.webhook.start(bound=BOUND)
+        return self
+
+    def wait_ready(self):
+        wait_for(lambda: self.sidecar.readyz()[0] == 200, f"{self.sidecar.name} /readyz 200",
+                 watch=[self.sidecar, self.webhook])
+        return self
+
+    def restart_sidecar(self):
+        self.sidecar.start()
+        return self
+
+    def kill_sidecar(self):
+        self.sidecar.proc.send_signal(signal.SIGKILL)
+        self.sidecar.proc.wait()
+
+    def stop(self):
+        self.webhook.stop()
+        self.sidecar.stop()
+
+    def log(self):
+        return self.sidecar.log()
+
+
+@pytest.fixture
+def pods(cluster, certctl_binary, tmp_path):
+    cluster.kubectl("create", "namespace", NS)
+    for obj in manifests():
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    made = []
+
+    def make(name, *args, leader_election=False):
+        user = f"{USER}-{name}"
+        cluster.add_user(user, rules(leader_election))
+        replica = Replica(cluster, certctl_binary, str(tmp_path), name, user, *args)
+        made.append(replica)
+        return replica.start()
+
+    try:
+        yield make
+    finally:
+        for replica in made:
+            replica.stop()
+
+
+def rotate(cluster, binary, *args):
+    return run_certctl(binary, "rotate", "-n", NS, "--secret", SECRET, *args,
+                       env={"KUBECONFIG": cluster.kubeconfig()}, timeout=120)
+
+
+def secret(cluster):
+    return cluster.api("GET", SECRET_PATH).json()
+
+
+def secret_cas(cluster):
+    return bundle_fingerprints(base64.b64decode(secret(cluster)["data"]["ca.crt"]).decode())
+
+
+def phase(cluster):
+    return (secret(cluster)["metadata"].get("annotations") or {}).get(PHASE)
+
+
+def target_cas(cluster):
+    """The CA fingerprints each target's caBundles hold (one list per distinct bundle)."""
+    held = []
+    for path in TARGET_PATHS:
+        for webhook in cluster.api("GET", path).json()["webhooks"]:
+            pem = base64.b64decode(webhook["clientConfig"].get("caBundle", "")).decode()
+            held.append(bundle_fingerprints(pem))
+    return held
+
+
+def only(cluster, ca):
+    """Every target and the Secret trust `ca` alone."""
+    return secret_cas(cluster) == [ca] and all(cas == [ca] for cas in target_cas(cluster))
+
+
+def event_reasons(cluster):
+    events = json.loads(cluster.kubectl("get", "events", "-n", NS, "-o", "json").stdout)
+    return [e.get("reason") for e in events["items"]]
+
+
+def assert_no_failed_call(probe):
+    assert probe.failures == [], probe.report()
+    assert probe.calls >= MIN_CALLS, probe.report()
+
+
+def probe_for(cluster, *replicas):
+    return ApiServerProbe(cluster, TARGET_PATHS, lambda: [r.port for r in replicas], HOST, NS)
+
+
+@pytest.mark.time_limit(90)
+def test_rotate_ca_with_the_controller_running(cluster, certctl_binary, pods):
+    pod = pods("a", "--ca-overlap", "4s").wait_ready()
+    old, = secret_cas(cluster)
+    with probe_for(cluster, pod) as probe:
+        probe.wait_rounds(10)
+        done = rotate(cluster, certctl_binary, "--ca", "--wait", "--timeout", "60s")
+        assert done.returncode == 0, done.stdout + done.stderr + pod.log()
+        for text in ("step 1 of 3", "step 2 of 3", "done: the server certificate is issued by "
+                     "the new CA"):
+            assert text in done.stdout, done.stdout
+        new, previous = secret_cas(cluster)
+        assert previous == old and new != old
+        assert phase(cluster) == "overlapping"
+        # Step 3 after the overlap: the new CA alone, everywhere.
+        wait_for(lambda: only(cluster, new), "the previous CA to leave every bundle",
+                 watch=[pod.sidecar])
+        probe.wait_rounds(10)
+    assert_no_failed_call(probe)
+    # The probe saw every stage: the old CA, both together, the new one alone; two leaves.
+    assert probe.bundles_seen[0] == [old] and [new, old] in probe.bundles_seen, probe.report()
+    assert probe.bundles_seen[-1] == [new] and len(probe.leaves_seen) == 2, probe.report()
+    log = pod.log()
+    for text in ("ca-rotation-started", "leaf-moved-to-new-ca", "previous-ca-retired"):
+        assert text in log, log
+    reasons = event_reasons(cluster)
+    for reason in ("CARotationStarted", "CARotationLeafMoved", "CARotationFinished"):
+        assert reason in reasons, reasons
+    metrics, _ = pod.sidecar.metrics()
+    assert 'certctl_rotations_total{kind="ca"} 1' in metrics, metrics
+    assert f'certctl_ca_rotation_phase{{secret="{NS}/{SECRET}"}} 0' in metrics, metrics
+
+
+@pytest.mark.time_limit(90)
+def test_a_controller_killed_between_steps_continues_where_it_stopped(cluster, certctl_binary,
+                                                                       pods):
+    pod = pods("a", "--ca-overlap", "4s").wait_ready()
+    old, = secret_cas(cluster)
+    with probe_for(cluster, pod) as probe:
+        probe.wait_rounds(10)
+        # Target writes fail: the controller stores step 1 and cannot go on.
+        cluster.inject_fault(method="PATCH", path="webhookconfigurations", status=503,
+                             count=1000000)
+        asked = rotate(cluster, certctl_binary, "--ca")
+        assert asked.returncode == 0, asked.stdout + asked.stderr
+        assert "a controller took the request" in asked.stdout, asked.stdout
+        wait_for(lambda: phase(cluster) == "trusting", "step 1", watch=[pod.sidecar])
+        probe.wait_rounds(10)
+        pod.kill_sidecar()
+        cluster.clear_faults()
+        # Nothing moved while it was down: the leaf is still the old CA's, trusted everywhere.
+        assert phase(cluster) == "trusting"
+        assert all(cas == [old] for cas in target_cas(cluster)), target_cas(cluster)
+        probe.wait_rounds(10)
+        pod.restart_sidecar()
+        wait_for(lambda: phase(cluster) in ("overlapping", None) and secret_cas(cluster)[0] != old,
+                 "the restarted controller to move the leaf", watch=[pod.sidecar])
+        new = secret_cas(cluster)[0]
+        wait_for(lambda: only(cluster, new), "the previous CA to leave every bundle",
+                 watch=[pod.sidecar])
+        probe.wait_rounds(10)
+    assert_no_failed_call(probe)
+    assert [new, old] in probe.bundles_seen and len(probe.leaves_seen) == 2, probe.report()
+    # One CA was made for this rotation: the restart continued it, it did not start over.
+    assert secret_cas(cluster) == [new]
+    assert "leaf-moved-to-new-ca" in pod.log() and "ca-rotation-started" not in pod.log()
+
+
+@pytest.mark.time_limit(120)
+def test_the_leader_killed_mid_rotation_is_succeeded_without_a_failed_call(cluster,
+                                                                          certctl_binary, pods):
+    replicas = {name: pods(name, "--leader-elect", "--identity", name, "--ca-overlap", "8s",
+                           leader_election=True)
+                for name in ("a", "b")}
+    for replica in replicas.values():
+        replica.wait_ready()
+    leader = cluster.api("GET", LEASE_PATH).json()["spec"]["holderIdentity"]
+    follower = "b" if leader == "a" else "a"
+    old, = secret_cas(cluster)
+    with probe_for(cluster, *replicas.values()) as probe:
+        probe.wait_rounds(10)
+        cluster.inject_fault(method="PATCH", path="webhookconfigurations", status=503,
+                             count=1000000)
+        asked = rotate(cluster, certctl_binary, "--ca")
+        assert asked.returncode == 0, asked.stdout + asked.stderr
+        wait_for(lambda: phase(cluster) == "trusting", "step 1",
+                 watch=[r.sidecar for r in replicas.values()])
+        probe.wait_rounds(10)
+        replicas[leader].kill_sidecar()
+        cluster.clear_faults()
+        # The follower takes the lease once it runs out, and continues the rotation.
+        wait_for(lambda: phase(cluster) == "overlapping", "the new leader to move the leaf",
+                 bound=LEASE_DURATION + BOUND, watch=[replicas[follower].sidecar])
+        assert f"became the leader ({follower})" in replicas[follower].log()
+        # The killed pod's container restarts, as the kubelet would restart it.
+        replicas[leader].restart_sidecar()
+        new = secret_cas(cluster)[0]
+        wait_for(lambda: only(cluster, new), "the previous CA to leave every bundle",
+                 watch=[r.sidecar for r in replicas.values()])
+        for replica in replicas.values():
+            replica.wait_ready()
+        probe.wait_rounds(10)
+    assert_no_failed_call(probe)
+    assert [new, old] in probe.bundles_seen, probe.report()
+    assert "leaf-moved-to-new-ca" in replicas[follower].log()
+
+
+def test_a_leaf_renewal_changes_no_bundle_and_fails_no_call(cluster, certctl_binary, pods):
+    pod = pods("a").wait_ready()
+    old, = secret_cas(cluster)
+    leaf_before = secret(cluster)["data"]["tls.crt"]
+    with probe_for(cluster, pod) as probe:
+        probe.wait_rounds(30)  # a renewal is over in milliseconds: probe around it longer
+        done = rotate(cluster, certctl_binary, "--wait", "--timeout", "60s")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "done: the server certificate was re-issued" in done.stdout, done.stdout
+        assert secret(cluster)["data"]["tls.crt"] != leaf_before
+        wait_for(lambda: len(probe.leaves_seen) == 2, "the webhook to serve the new leaf",
+                 watch=[pod.sidecar])
+        probe.wait_rounds(30)
+    assert_no_failed_call(probe)
+    assert probe.bundles_seen == [[old]], probe.report()
+    assert 'certctl_rotations_total{kind="leaf"} 1' in pod.sidecar.metrics()[0]
+
+
+def test_the_naive_rotation_fails_calls_so_the_probe_can_see_it(cluster, certctl_binary, pods):
+    pod = pods("a").wait_ready()
+    pod.sidecar.stop()  # the naive tool replaces certctl: nothing repairs what it does
+    with probe_for(cluster, pod) as probe:
+        probe.wait_rounds(10)
+        naive_rotation(cluster, certctl_binary, NS, SERVICE, SECRET, TARGET_PATHS,
+                       pod.sidecar.cert_dir, propagation=1.0)
+        wait_for(lambda: len(probe.leaves_seen) == 2, "the webhook to serve the new leaf",
+                 watch=[pod.webhook])
+        probe.wait_rounds(10)
+    assert probe.failures, f"the naive rotation failed no call:\n{probe.report()}"
+    assert all("CERTIFICATE_VERIFY_FAILED" in f[-1] for f in probe.failures), probe.report()
+    print(f"naive rotation: {len(probe.failures)} failed calls of "
+          f"{len(probe.failures) + probe.calls}")

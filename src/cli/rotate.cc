@@ -1,0 +1,281 @@
+#include "cli/rotate.h"
+
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "certctl/controller/converge.h"
+#include "certctl/controller/rotation.h"
+#include "certctl/controller/secret.h"
+#include "certctl/kube/object.h"
+#include "certctl/pki/certificate.h"
+#include "certctl/util/base64.h"
+#include "certctl/util/duration.h"
+
+#include "cli/exit_codes.h"
+#include "cli/flags.h"
+
+namespace certctl::cli {
+namespace {
+
+using Json = nlohmann::json;
+constexpr std::chrono::milliseconds kPollInterval{100};
+
+void Say(const std::string& message) { std::cout << "certctl rotate: " << message << std::endl; }
+
+int Failed(const std::string& message) {
+  std::cerr << "certctl rotate: " << message << "\n";
+  return kExitFailed;
+}
+
+// What `rotate` watches in the Secret: the request, the phase, and which CA and leaf it holds.
+struct Snapshot {
+  controller::RotationState rotation;
+  std::string first_ca;  // SHA-256 fingerprint of the first certificate of ca.crt
+  std::string tls_crt;
+  std::size_t cas = 0;
+};
+
+Result<Snapshot> Read(kube::Client& client, const controller::SecretSpec& spec) {
+  const std::string object = controller::SecretObjectName(spec.ns, spec.name);
+  auto current = client.Get(kube::kSecrets, spec.ns, spec.name);
+  if (!current) {
+    return Fail(current.error().Wrap("get " + object));
+  }
+  if (!current->has_value()) {
+    return Fail(ErrorCode::kNotFound, object + " was deleted during the rotation");
+  }
+  auto pair = controller::ReadSecretPair(**current);
+  if (!pair) {
+    return Fail(pair.error());
+  }
+  auto rotation = controller::ReadRotationState(**current, object);
+  if (!rotation) {
+    return Fail(rotation.error());
+  }
+  Snapshot snapshot;
+  snapshot.rotation = *rotation;
+  snapshot.tls_crt = pair->source.cert_pem.value_or("");
+  if (pair->source.ca_pem) {
+    if (auto cas = pki::ParseCertificateBundle(*pair->source.ca_pem); cas && !cas->empty()) {
+      snapshot.first_ca = cas->front().Info().sha256_fingerprint;
+      snapshot.cas = cas->size();
+    }
+  }
+  return snapshot;
+}
+
+std::string Until(const controller::RotationState& rotation) {
+  return rotation.previous_ca_until ? FormatRfc3339(*rotation.previous_ca_until) : "it expires";
+}
+
+// Prints each step of a CA rotation as it is seen in the Secret.
+class Progress {
+ public:
+  void Show(const Snapshot& now) {
+    if (now.rotation.phase == shown_) {
+      return;
+    }
+    switch (now.rotation.phase) {
+      case controller::RotationPhase::kTrusting:
+        Say("step 1 of 3: a new CA is stored next to the current one and injected into every "
+            "target; the server certificate stays with the current CA until they all trust it");
+        break;
+      case controller::RotationPhase::kOverlapping:
+        if (shown_ != controller::RotationPhase::kTrusting) {
+          Snapshot trusting;
+          trusting.rotation.phase = controller::RotationPhase::kTrusting;
+          Show(trusting);
+        }
+        Say("step 2 of 3: the server certificate is issued by the new CA; the previous CA stays "
+            "trusted until " +
+            Until(now.rotation));
+        break;
+      case controller::RotationPhase::kNone:
+        Say("step 3 of 3: the previous CA left the bundle");
+        break;
+    }
+    shown_ = now.rotation.phase;
+  }
+
+ private:
+  controller::RotationPhase shown_ = controller::RotationPhase::kNone;
+};
+
+// Done: the request is gone and it changed what it was for (for a CA: the leaf moved to a new
+// CA, so the phase is past "trusting").
+bool Done(const Snapshot& before, const Snapshot& now, bool ca) {
+  if (now.rotation.requested != controller::RotationRequest::kNone) {
+    return false;
+  }
+  if (!ca) {
+    return now.tls_crt != before.tls_crt;
+  }
+  return now.rotation.phase != controller::RotationPhase::kTrusting &&
+         now.first_ca != before.first_ca;
+}
+
+}  // namespace
+
+CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "rotate",
+      "Rotate now: ask the controller (or, with none running, do it here) to re-issue the "
+      "server certificate, or with --ca to replace the CA in steps that never break trust");
+  command->add_flag("--ca", options.ca,
+                    "Replace the CA (and then the server certificate), not only the server "
+                    "certificate");
+  command->add_flag("--wait", options.wait,
+                    "Return once the server certificate is issued by the new CA (or re-issued) "
+                    "and every target trusts it, printing each step");
+  AddDurationFlag(*command, "--controller-timeout", options.controller_timeout,
+                  "How long a running controller has to take the request before certctl rotate "
+                  "carries it out itself",
+                  /*allow_zero=*/true);
+  AddDurationFlag(*command, "--timeout", options.timeout,
+                  "How long the whole rotation may take, waiting for targets included");
+  AddSecretFlags(*command, options.secret);
+  AddConnectionFlags(*command, options.connection);
+  AddTargetFlags(*command, options.targets);
+  return command;
+}
+
+int RunRotate(const RotateOptions& options, const Environment& env, const Clock& clock) {
+  if (auto valid = CheckValidities(options.secret); !valid) {
+    std::cerr << "certctl rotate: " << valid.error().message() << "\n";
+    return kExitUsage;
+  }
+  const TimePoint deadline = SaturatingAdd(clock.Now(), options.timeout);
+  auto cluster = ConnectUntil(options.connection, options.secret.identity.namespace_name, env,
+                              clock, deadline);
+  if (!cluster) {
+    return Failed(cluster.error().message());
+  }
+  // Where the Secret is; what it must hold is only needed to rotate without a controller.
+  controller::SecretSpec spec;
+  spec.ns = cluster->ns;
+  spec.name = options.secret.secret_name;
+  const std::string object = controller::SecretObjectName(spec.ns, spec.name);
+  kube::Client& client = *cluster->client;
+
+  auto before = Read(client, spec);
+  if (!before) {
+    return Failed(before.error().code() == ErrorCode::kNotFound
+                      ? object + " does not exist: there is nothing to rotate"
+                      : before.error().message());
+  }
+  const auto request =
+      options.ca ? controller::RotationRequest::kCa : controller::RotationRequest::kLeaf;
+  if (options.ca && before->rotation.phase == controller::RotationPhase::kTrusting) {
+    Say("a CA rotation of " + object + " is already under way (step 1 stored)");
+  } else {
+    auto marked = controller::RequestRotation(client, spec.ns, spec.name, request);
+    if (!marked) {
+      return Failed(marked.error().message());
+    }
+    Say(std::string("asked for a new ") + (options.ca ? "CA" : "server certificate") + " in " +
+        object);
+  }
+
+  // A running controller watches the Secret and takes the request at once.
+  const TimePoint taken_by = SaturatingAdd(clock.Now(), options.controller_timeout);
+  std::optional<Snapshot> now;
+  Progress progress;
+  for (;;) {
+    auto read = Read(client, spec);
+    if (!read) {
+      return Failed(read.error().message());
+    }
+    now = std::move(*read);
+    if (options.ca) {
+      progress.Show(*now);
+    }
+    if (now->rotation.requested == controller::RotationRequest::kNone || clock.Now() >= taken_by) {
+      break;
+    }
+    clock.Sleep(kPollInterval);
+  }
+
+  if (now->rotation.requested != controller::RotationRequest::kNone) {
+    // Nobody took it: carry it out here, with the same steps and checks.
+    if (options.ca && options.targets.empty()) {
+      return Failed(
+          "no controller took the request within " + FormatDuration(options.controller_timeout) +
+          ", and without targets (--validating-webhook, --mutating-webhook, --crd, --apiservice "
+          "or --webhook-selector) the new CA cannot be injected from here; the request stays on " +
+          object + " for the next certctl job or run");
+    }
+    if (options.secret.identity.service.empty()) {
+      return Failed("no controller took the request within " +
+                    FormatDuration(options.controller_timeout) +
+                    "; to rotate here, give --service and the other flags certctl job or run use "
+                    "for " +
+                    object + "; the request stays on it for the next certctl job or run");
+    }
+    auto made = MakeSecretSpec(options.secret, cluster->ns);
+    if (!made) {
+      std::cerr << "certctl rotate: " << made.error().message() << "\n";
+      return kExitUsage;
+    }
+    spec = std::move(*made);
+    Say("no controller took the request within " + FormatDuration(options.controller_timeout) +
+        "; rotating here");
+    controller::ConvergeOptions converge;
+    converge.inject = !options.targets.empty();
+    converge.inject_options.deadline = deadline;
+    converge.inject_options.wait_for_targets = options.timeout;
+    converge.on_secret = [&](const controller::SecretOutcome& outcome) {
+      if (outcome.action == controller::SecretAction::kLeafReissued) {
+        Say("re-issued the server certificate");
+      } else if (outcome.action == controller::SecretAction::kCaReplaced) {
+        Say("replaced the CA and the server certificate at once: " + outcome.reason);
+      } else if (outcome.action != controller::SecretAction::kNone) {
+        progress.Show(Snapshot{outcome.rotation, "", "", 0});
+      }
+    };
+    converge.on_inject = [&](const controller::InjectOutcome& outcome) {
+      if (outcome.patched_objects > 0) {
+        Say("injected the CA bundle into " + std::to_string(outcome.patched_slots) + " of " +
+            std::to_string(outcome.slots) + " caBundle(s)");
+      }
+    };
+    auto outcome = controller::Converge(client, spec, options.targets, converge, clock);
+    if (!outcome) {
+      return Failed(outcome.error().message());
+    }
+    if (outcome->rotation.phase == controller::RotationPhase::kTrusting) {
+      return Failed(
+          "the new CA is trusted by no target yet; the next certctl job or run "
+          "continues the rotation");
+    }
+    Say("done");
+    return kExitOk;
+  }
+
+  if (!options.wait) {
+    Say("a controller took the request");
+    return kExitOk;
+  }
+  for (;;) {
+    if (options.ca) {
+      progress.Show(*now);
+    }
+    if (Done(*before, *now, options.ca)) {
+      Say(options.ca ? "done: the server certificate is issued by the new CA, which every target "
+                       "trusts"
+                     : "done: the server certificate was re-issued");
+      return kExitOk;
+    }
+    if (clock.Now() >= deadline) {
+      return Failed("the rotation did not finish within " + FormatDuration(options.timeout));
+    }
+    clock.Sleep(kPollInterval);
+    auto read = Read(client, spec);
+    if (!read) {
+      return Failed(read.error().message());
+    }
+    now = std::move(*read);
+  }
+}
+
+}  // namespace certctl::cli
