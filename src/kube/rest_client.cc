@@ -464,6 +464,9 @@ class RestClient final : public Client {
     if (!body) {
       return Fail(body.error());
     }
+    if (!options_.field_manager.empty()) {
+      url += "?fieldManager=" + PercentEncode(options_.field_manager);
+    }
     HttpRequest request = NewRequest(std::move(method), std::move(url));
     request.headers.emplace_back("Content-Type", std::string(content_type));
     request.body = std::move(*body);

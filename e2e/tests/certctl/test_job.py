@@ -288,6 +288,24 @@ def test_rotate_refuses_what_it_cannot_rotate(hook, certctl_binary, tmp_path):
     assert bad.returncode == 2, bad.stderr
 
 
+def test_writes_are_owned_by_the_field_manager_certctl(hook, certctl_binary):
+    assert job(hook, certctl_binary).returncode == 0
+    writers = [e for e in hook.request_log()["requests"]
+               if e["user"] == "system:serviceaccount:infra:certctl" and e["verb"] in WRITE_VERBS]
+    assert writers and all("fieldManager=certctl" in (e.get("query") or "") for e in writers), \
+        writers
+    # What GitOps tools read: managedFields name certctl as the owner of the caBundle fields.
+    vwc = json.loads(hook.kubectl("get", "validatingwebhookconfiguration", "hook", "-o", "json",
+                                  "--show-managed-fields").stdout)
+    entries = {m["manager"]: m for m in vwc["metadata"]["managedFields"]}
+    assert "certctl" in entries, vwc["metadata"]["managedFields"]
+    assert "caBundle" in json.dumps(entries["certctl"]["fieldsV1"]), entries["certctl"]
+    secret = json.loads(hook.kubectl("get", "secret", SECRET, "-n", NS, "-o", "json",
+                                     "--show-managed-fields").stdout)
+    assert {m["manager"] for m in secret["metadata"]["managedFields"]} == {"certctl"}, \
+        secret["metadata"]["managedFields"]
+
+
 def test_blanked_bundle_is_repaired_alone(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     ca = secret_data(hook)["ca.crt"]

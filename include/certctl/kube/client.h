@@ -126,6 +126,9 @@ struct ClientOptions {
   std::chrono::milliseconds request_timeout{30000};  // every non-watch request
   RetryOptions retry;
   std::string user_agent;  // default "certctl/<version>"
+  // Sent as ?fieldManager= with every create, update and patch, so managedFields name the
+  // fields certctl owns under one stable name (GitOps tools can ignore exactly those).
+  std::string field_manager = "certctl";
   // Told about every HTTP exchange, retries included: the method and the status, or 0 when
   // no response came (for metrics). Called from the thread that made the request.
   std::function<void(const std::string& method, int status)> on_response;

@@ -257,6 +257,25 @@ TEST_F(RestClientTest, PatchUsesThePatchMediaTypes) {
   EXPECT_TRUE(Json::parse(requests[1].body).is_array());
 }
 
+TEST_F(RestClientTest, EveryWriteNamesTheFieldManagerCertctl) {
+  server_.SetHandler([](const HttpRequest& request) {
+    return FakeReply::Json(request.method == "POST" ? 201 : 200, Secret("s", "3"));
+  });
+  auto client = NewClient();
+  ASSERT_TRUE(client->Create(kSecrets, "infra", Secret("s")));
+  ASSERT_TRUE(client->Update(kSecrets, "infra", "s", Secret("s", "2")));
+  ASSERT_TRUE(client->Patch(kSecrets, "infra", "s", PatchType::kMerge, {{"data", {}}}));
+  ASSERT_TRUE(client->Get(kSecrets, "infra", "s"));
+  const auto requests = server_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(FakeTransport::QueryParam(requests[i].url, "fieldManager"), "certctl")
+        << requests[i].method << " " << requests[i].url;
+  }
+  EXPECT_FALSE(FakeTransport::QueryParam(requests[3].url, "fieldManager").has_value())
+      << requests[3].url;
+}
+
 TEST_F(RestClientTest, DeleteMapsAMissingObjectToNotFound) {
   server_.Script("DELETE", kSecretPath,
                  {FakeReply::Json(200, {{"kind", "Status"}, {"status", "Success"}}),
