@@ -49,6 +49,17 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (options.ensure_secret && options.on_secret) {
     options.on_secret(*outcome);
   }
+  if (options.ensure_secret && outcome->action == SecretAction::kAdopted) {
+    // Adopting only labels the Secret; what the now managed Secret needs (a CA of its own
+    // when it came without ca.key) is the next look's.
+    outcome = EnsureSecret(client, spec, clock);
+    if (!outcome) {
+      return Fail(outcome.error());
+    }
+    if (outcome->action != SecretAction::kNone && options.on_secret) {
+      options.on_secret(*outcome);
+    }
+  }
   const bool trusting = outcome->rotation.phase == RotationPhase::kTrusting;
   if (!options.inject && !(trusting && !targets.empty())) {
     return outcome;

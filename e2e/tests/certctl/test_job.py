@@ -229,6 +229,30 @@ def test_without_targets_the_secret_phase_stops_after_step_one(hook, certctl_bin
     assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
 
 
+def test_adopting_a_secret_without_ca_key_moves_to_a_new_ca_in_steps(hook, certctl_binary):
+    # What another tool leaves behind (kube-webhook-certgen, cert-manager): a valid pair,
+    # no ca.key, no certctl label; the targets trust its CA.
+    made = run_certctl(certctl_binary, "generate", "--service", "hook", "-n", NS,
+                       "-o", "secret-json", "--log-level", "off")
+    secret = json.loads(made.stdout)
+    del secret["data"]["ca.key"]
+    secret["metadata"]["labels"] = {}
+    apply(hook, secret)
+    assert job(hook, certctl_binary, phase="inject").returncode == 0  # external: injected as is
+    before = secret_data(hook)
+    result = job(hook, certctl_binary, "--adopt")
+    assert result.returncode == 0, result.stderr
+    for text in ("adopted secret/infra/webhook-server-cert", "CA rotation step 1 of 3",
+                 "no usable ca.key", "step 2 of 3"):
+        assert text in result.stderr, result.stderr
+    after = secret_data(hook)
+    labels = get(hook, "secret", SECRET, namespaced=True)["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "certctl"
+    assert "ca.key" in after and after["ca.crt"].endswith(before["ca.crt"])
+    assert certificates(after["ca.crt"]) == 2 and after["tls.crt"] != before["tls.crt"]
+    assert set(bundles(hook).values()) == {after["ca.crt"]}
+
+
 def rotate(cluster, binary, *args):
     env = cluster.in_cluster_env("system:serviceaccount:infra:certctl", NS)
     return run_certctl(binary, "rotate", "--controller-timeout", "1s", *args, env=env)

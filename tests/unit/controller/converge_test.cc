@@ -1,0 +1,158 @@
+#include "certctl/controller/converge.h"
+
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "certctl/controller/rotation.h"
+#include "certctl/pki/certificate.h"
+#include "certctl/util/base64.h"
+
+#include "fakes/fake_client.h"
+#include "fakes/fake_clock.h"
+
+namespace certctl::controller {
+namespace {
+
+using Json = nlohmann::json;
+using certctl::testing::FakeClient;
+using certctl::testing::FakeClock;
+using certctl::testing::Verb;
+using ::testing::ElementsAre;
+
+constexpr char kNs[] = "webhooks";
+constexpr char kName[] = "webhook-server-cert";
+
+SecretSpec Spec() {
+  SecretSpec spec;
+  spec.ns = kNs;
+  spec.name = kName;
+  spec.identity.service = "svc";
+  spec.identity.namespace_name = kNs;
+  spec.ca.common_name = "svc-ca";
+  return spec;
+}
+
+TargetSelection Targets() {
+  TargetSelection targets;
+  targets.validating_webhooks = {"hook"};
+  return targets;
+}
+
+Json Vwc() {
+  return {{"metadata", {{"name", "hook"}}},
+          {"webhooks",
+           {{{"name", "a.hook.io"},
+             {"clientConfig", {{"service", {{"name", "svc"}, {"namespace", kNs}}}}}}}}};
+}
+
+std::string Data(const FakeClient& api, const std::string& key) {
+  const Json secret = api.Object(kube::kSecrets, kNs, kName).value();
+  return Base64Decode(secret["data"][key].get<std::string>()).value();
+}
+
+std::string Bundle(const FakeClient& api) {
+  const Json vwc = api.Object(kube::kValidatingWebhookConfigurations, "", "hook").value();
+  return Base64Decode(vwc["webhooks"][0]["clientConfig"]["caBundle"].get<std::string>()).value();
+}
+
+// The steps as the callbacks see them, in order.
+struct Recorder {
+  std::vector<std::string> steps;
+
+  ConvergeOptions Options() {
+    ConvergeOptions options;
+    options.inject_options.wait_for_targets = std::chrono::seconds(0);
+    options.on_secret = [this](const SecretOutcome& outcome) {
+      steps.emplace_back(SecretActionName(outcome.action));
+    };
+    options.on_inject = [this](const InjectOutcome& outcome) {
+      steps.push_back("inject " + std::to_string(outcome.patched_objects));
+    };
+    return options;
+  }
+};
+
+TEST(Converge, ARequestedCaRotationIsCarriedThroughStepTwoOnceTheTargetsReadItBack) {
+  FakeClient api;
+  FakeClock clock;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  Recorder first;
+  ASSERT_TRUE(Converge(api, Spec(), Targets(), first.Options(), clock));
+  EXPECT_THAT(first.steps, ElementsAre("created", "inject 1"));
+  const std::string old_ca = Data(api, "ca.crt");
+
+  Json secret = api.Object(kube::kSecrets, kNs, kName).value();
+  secret["metadata"]["annotations"][kRotateAnnotation] = "ca";
+  api.Put(kube::kSecrets, secret);
+  Recorder rotation;
+  auto outcome = Converge(api, Spec(), Targets(), rotation.Options(), clock);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  // Step 1, the bundle written, a second look that writes nothing, then step 2.
+  EXPECT_THAT(rotation.steps,
+              ElementsAre("ca-rotation-started", "inject 1", "inject 0", "leaf-moved-to-new-ca"));
+  EXPECT_EQ(outcome->rotation.phase, RotationPhase::kOverlapping);
+  EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
+  EXPECT_EQ(pki::ParseCertificateBundle(Data(api, "ca.crt"))->size(), 2u);
+  EXPECT_TRUE(Data(api, "ca.crt").ends_with(old_ca));
+}
+
+TEST(Converge, WithoutTargetsARotationStopsAfterStepOne) {
+  FakeClient api;
+  FakeClock clock;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  ASSERT_TRUE(Converge(api, Spec(), Targets(), Recorder().Options(), clock));
+  const std::string leaf = Data(api, "tls.crt");
+  Json secret = api.Object(kube::kSecrets, kNs, kName).value();
+  secret["metadata"]["annotations"][kRotateAnnotation] = "ca";
+  api.Put(kube::kSecrets, secret);
+  api.ClearRequests();
+
+  Recorder secret_phase;
+  ConvergeOptions options = secret_phase.Options();
+  options.inject = false;
+  auto outcome = Converge(api, Spec(), TargetSelection{}, options, clock);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  EXPECT_THAT(secret_phase.steps, ElementsAre("ca-rotation-started"));
+  EXPECT_EQ(outcome->rotation.phase, RotationPhase::kTrusting);
+  EXPECT_EQ(Data(api, "tls.crt"), leaf);
+  EXPECT_EQ(api.CountOf(Verb::kPatch, kube::kValidatingWebhookConfigurations), 0);
+}
+
+TEST(Converge, AnAdoptedSecretWithoutCaKeyStartsItsRotationInTheSameRun) {
+  FakeClient api;
+  FakeClock clock;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  ASSERT_TRUE(Converge(api, Spec(), Targets(), Recorder().Options(), clock));
+  // What another tool leaves: no ca.key, no certctl label.
+  Json secret = api.Object(kube::kSecrets, kNs, kName).value();
+  secret["data"].erase("ca.key");
+  secret["metadata"].erase("labels");
+  api.Put(kube::kSecrets, secret);
+
+  SecretSpec spec = Spec();
+  spec.adopt = true;
+  Recorder adopting;
+  auto outcome = Converge(api, spec, Targets(), adopting.Options(), clock);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  EXPECT_THAT(adopting.steps, ElementsAre("adopted", "ca-rotation-started", "inject 1", "inject 0",
+                                          "leaf-moved-to-new-ca"));
+}
+
+TEST(Converge, TheInjectPhaseRefusesASecretThatIsNotValid) {
+  FakeClient api;
+  FakeClock clock;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  ConvergeOptions options = Recorder().Options();
+  options.ensure_secret = false;
+  auto outcome = Converge(api, Spec(), Targets(), options, clock);
+  ASSERT_FALSE(outcome);
+  EXPECT_EQ(outcome.error().code(), ErrorCode::kNotFound);
+  EXPECT_THAT(outcome.error().message(), ::testing::HasSubstr("run the secret phase first"));
+  EXPECT_EQ(api.WriteCount(), 0);
+}
+
+}  // namespace
+}  // namespace certctl::controller
