@@ -280,8 +280,14 @@ Result<Plan> PlanManaged(const SecretSpec& spec, const SecretPair& pair,
       return Plan{.action = SecretAction::kNone, .pem = {}, .rotation = state, .reason = ""};
     }
     if (consistent) {
-      // The old leaf no longer serves: waiting for the targets would gain nothing.
-      auto plan = ReissueLeaf(spec, source, *stored_ca, now, {},
+      // The old leaf no longer serves: waiting for the targets would gain nothing. What
+      // follows is step 2's state.
+      RotationState overlapping;
+      overlapping.phase = RotationPhase::kOverlapping;
+      overlapping.started = state.started;
+      overlapping.previous_ca_until =
+          std::min(bundle[1].Info().not_after, SaturatingAdd(now, spec.ca_overlap));
+      auto plan = ReissueLeaf(spec, source, *stored_ca, now, overlapping,
                               "the server certificate of the rotation's previous CA no longer "
                               "serves (" +
                                   JoinFindings(validation.AllFindings()) + ")");

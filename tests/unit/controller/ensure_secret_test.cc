@@ -476,6 +476,28 @@ TEST(EnsureSecret, AnExpiringCaIsRotatedInStepsThatNeverServeAnUntrustedLeaf) {
   EXPECT_EQ(client.WriteCount(), 0);
 }
 
+TEST(EnsureSecret, ARotationWhoseOldLeafStoppedServingMovesTheLeafAtOnce) {
+  FakeClock clock;
+  FakeClient client;
+  const pki::KeyPair old_ca = MustCa("svc-ca", clock.Now(), 20 * kDay);
+  client.Put(kSecrets, ManagedSecret(old_ca, MustLeaf(old_ca, kSans, clock.Now())));
+  auto started = MustEnsure(client, Spec(), clock);  // step 1; the targets never followed
+  ASSERT_TRUE(started.has_value());
+  ASSERT_EQ(started->action, SecretAction::kCaRotationStarted);
+
+  clock.Advance(21 * kDay);  // the old CA and its leaf have expired meanwhile
+  auto moved = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_EQ(moved->action, SecretAction::kLeafMovedToNewCa);
+  EXPECT_EQ(moved->rotation.phase, RotationPhase::kOverlapping);
+  ExpectLeafTrustedBy(Stored(client), Certificates(started->ca_bundle)[0].ToPem(), clock.Now());
+  // The old CA has expired, so step 3 is due at once.
+  auto retired = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(retired.has_value());
+  EXPECT_EQ(retired->action, SecretAction::kPreviousCaRetired);
+  EXPECT_EQ(Certificates(retired->ca_bundle).size(), 1u);
+}
+
 TEST(EnsureSecret, TheOverlapEndsWhenThePreviousCaExpiresIfThatIsSooner) {
   FakeClock clock;
   FakeClient client;
