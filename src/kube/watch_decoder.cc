@@ -47,6 +47,11 @@ Status DecodeLine(std::string_view line, std::vector<WatchEvent>& out) {
     return Fail(ErrorCode::kBadResponse, "watch stream: malformed event: invalid JSON at byte " +
                                              std::to_string(e.byte) + " of a " +
                                              std::to_string(line.size()) + "-byte line");
+  } catch (const Json::exception&) {
+    // Well-formed text nlohmann still refuses: a number beyond a double ("1e999").
+    return Fail(ErrorCode::kBadResponse,
+                "watch stream: malformed event: number out of range in a " +
+                    std::to_string(line.size()) + "-byte line");
   }
   if (!event.is_object()) {
     return Fail(ErrorCode::kBadResponse, "watch stream: malformed event: not a JSON object");

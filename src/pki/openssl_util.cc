@@ -155,6 +155,16 @@ Result<TimePoint> ToTimePoint(const ASN1_TIME* time) {
     return Fail(OpensslError("malformed certificate validity time", ErrorCode::kInvalidArgument));
   }
   const std::time_t seconds = timegm(&parts);
+  // GeneralizedTime reaches the year 9999 (99991231235959Z is RFC 5280's "no expiry"), a
+  // nanosecond TimePoint only 1677 to 2262: saturate instead of overflowing.
+  const auto earliest = std::chrono::ceil<std::chrono::seconds>(TimePoint::min());
+  const auto latest = std::chrono::floor<std::chrono::seconds>(TimePoint::max());
+  if (seconds < earliest.time_since_epoch().count()) {
+    return TimePoint(earliest);
+  }
+  if (seconds > latest.time_since_epoch().count()) {
+    return TimePoint(latest);
+  }
   return std::chrono::system_clock::from_time_t(seconds);
 }
 

@@ -64,6 +64,14 @@ std::string Approximate(seconds duration) {
   return "0s";
 }
 
+// `to - from` for `from` before `to`, in whole seconds: a notAfter from the 1600s (saturated to
+// 1677) is further from now than a nanosecond duration reaches. Times from certificates are
+// whole seconds, so this is floor<seconds>(to - from) wherever that one does not overflow.
+seconds Elapsed(TimePoint from, TimePoint to) {
+  return std::chrono::floor<seconds>(to).time_since_epoch() -
+         std::chrono::ceil<seconds>(from).time_since_epoch();
+}
+
 class Validator {
  public:
   Validator(const PairSource& source, const ValidationPolicy& policy, TimePoint now,
@@ -264,7 +272,7 @@ void Validator::CheckTimes(Part part, std::string_view what, const CertificateIn
   if (now_ > info.not_after) {
     Add(part, FindingCode::kExpired,
         Name(what, info) + " expired " + FormatRfc3339(info.not_after) + ", " +
-            Approximate(std::chrono::floor<seconds>(now_ - info.not_after)) + " ago");
+            Approximate(Elapsed(info.not_after, now_)) + " ago");
     return;
   }
   if (now_ < info.not_before) {

@@ -191,6 +191,16 @@ Result<TimePoint> ParseRfc3339(std::string_view text) {
       DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   const std::int64_t epoch_seconds =
       days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
+  // A TimePoint counts nanoseconds from 1677 to 2262, fewer years than RFC 3339 spells (an
+  // exec plugin may well say 9999): saturate at its ends, as certificate times do.
+  const auto earliest = std::chrono::ceil<std::chrono::seconds>(TimePoint::min());
+  const auto latest = std::chrono::floor<std::chrono::seconds>(TimePoint::max());
+  if (epoch_seconds < earliest.time_since_epoch().count()) {
+    return TimePoint(earliest);
+  }
+  if (epoch_seconds >= latest.time_since_epoch().count()) {
+    return TimePoint(latest);
+  }
   return TimePoint(std::chrono::duration_cast<TimePoint::duration>(
       std::chrono::seconds(epoch_seconds) + std::chrono::nanoseconds(nanos)));
 }

@@ -28,7 +28,9 @@ std::string FormatDuration(std::chrono::seconds duration);
 // RFC 3339 in UTC with second precision: "2026-11-22T07:42:33Z".
 std::string FormatRfc3339(TimePoint time);
 
-// Parses what FormatRfc3339 writes, plus fractional seconds and numeric offsets.
+// Parses what FormatRfc3339 writes, plus fractional seconds and numeric offsets. Times a
+// TimePoint cannot hold (before 1677-09-21, after 2262-04-11) saturate at its first or last
+// whole second.
 Result<TimePoint> ParseRfc3339(std::string_view text);
 
 }  // namespace certctl

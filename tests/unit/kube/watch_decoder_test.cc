@@ -145,5 +145,24 @@ TEST(WatchDecoder, EventsBeforeABadLineAreStillDelivered) {
   EXPECT_EQ(events.size(), 1u);
 }
 
+// Valid JSON that nlohmann cannot hold (a number past a double) is a malformed event, not an
+// exception out of Feed (found by fuzz/watch_decoder.cc).
+TEST(WatchDecoder, NumberOutOfRangeIsAMalformedEvent) {
+  for (const std::string line :
+       {R"js({"type":"ADDED","object":{"size":1e999}})js",
+        R"js({"type":"MODIFIED","object":{"metadata":{"generation":-4E0000001225770412}}})js"}) {
+    WatchDecoder decoder;
+    std::vector<WatchEvent> events;
+    Status fed;
+    ASSERT_NO_THROW(fed =
+                        decoder.Feed("{\"type\":\"ADDED\",\"object\":{}}\n" + line + "\n", events))
+        << line;
+    ASSERT_FALSE(fed) << line;
+    EXPECT_EQ(fed.error().code(), ErrorCode::kBadResponse) << line;
+    EXPECT_NE(fed.error().message().find("malformed"), std::string::npos) << line;
+    EXPECT_EQ(events.size(), 1u) << line;
+  }
+}
+
 }  // namespace
 }  // namespace certctl::kube

@@ -6,6 +6,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
 
 #include "certctl/pki/issue.h"
 #include "certctl/util/duration.h"
@@ -726,6 +728,41 @@ TEST(PkiValidate, FindingsSplitByPart) {
   for (const Finding& finding : report.AllFindings()) {
     EXPECT_THAT(finding.message, ::testing::Not(::testing::EndsWith(".")));
   }
+}
+
+// `ca` self-signed again with its validity replaced (GeneralizedTime text, "YYYYMMDDHHMMSSZ").
+KeyPair Redated(const KeyPair& ca, const char* not_before, const char* not_after) {
+  X509* cert = X509_dup(ca.certificate.get());
+  EXPECT_NE(cert, nullptr);
+  EXPECT_EQ(ASN1_TIME_set_string(X509_getm_notBefore(cert), not_before), 1);
+  EXPECT_EQ(ASN1_TIME_set_string(X509_getm_notAfter(cert), not_after), 1);
+  EXPECT_GT(X509_sign(cert, ca.key.get(), EVP_sha256()), 0);
+  return KeyPair{Certificate(cert), ca.key};
+}
+
+// RFC 5280's "no well-defined expiration date", 99991231235959Z, is past the last second a
+// TimePoint holds (2262): it saturates there instead of overflowing (found by fuzz/pem.cc).
+TEST(PkiValidate, CaThatNeverExpiresIsValidUntilTheLastRepresentableSecond) {
+  const KeyPair ca = Redated(MustCa(), "20250101000000Z", "99991231235959Z");
+  const CertificateInfo info = ca.certificate.Info();
+  EXPECT_EQ(info.not_after, std::chrono::floor<seconds>(TimePoint::max()));
+  const KeyPair leaf = MustLeaf(ca);
+  const ValidationReport report = Validate(Source(ca, leaf), Policy(), kNow);
+  EXPECT_TRUE(report.ok()) << Dump(report);
+}
+
+// A notAfter centuries back saturates at 1677, further from now than nanoseconds reach: the
+// time since expiry is still counted right (found by fuzz/pem.cc).
+TEST(PkiValidate, CaThatExpiredCenturiesAgoSaysHowLongAgo) {
+  const KeyPair ca = Redated(MustCa(), "15000101000000Z", "16000101000000Z");
+  EXPECT_EQ(ca.certificate.Info().not_after, std::chrono::ceil<seconds>(TimePoint::min()));
+  PairSource source;
+  source.ca_pem = ca.certificate.ToPem();
+  const auto expired = With(Validate(source, Policy(), kNow), FindingCode::kExpired);
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].part, Part::kCa);
+  EXPECT_EQ(expired[0].finding.message,
+            "CA certificate \"webhook-ca\" expired 1677-09-21T00:12:44Z, 349y200d ago");
 }
 
 }  // namespace

@@ -100,5 +100,27 @@ TEST(Rfc3339, RejectsMalformed) {
   }
 }
 
+// Years past what a nanosecond TimePoint holds saturate instead of overflowing (found by
+// fuzz/duration.cc); the ends format and parse back to themselves.
+TEST(Rfc3339, TimesBeyondATimePointSaturateAtItsEnds) {
+  const TimePoint last = std::chrono::floor<seconds>(TimePoint::max());
+  const TimePoint first = std::chrono::ceil<seconds>(TimePoint::min());
+  for (const char* text : {"9999-12-31T23:59:59Z", "2262-04-11T23:47:16-01:00",
+                           "2262-04-11T23:47:16.999999999Z", "2262-04-11T23:47:16Z"}) {
+    const auto parsed = ParseRfc3339(text);
+    ASSERT_TRUE(parsed.has_value()) << text;
+    EXPECT_EQ(*parsed, last) << text;
+  }
+  EXPECT_EQ(ParseRfc3339("2262-04-11T23:47:15.5Z").value(), last - std::chrono::milliseconds(500));
+  for (const char* text :
+       {"0000-01-01T00:00:00Z", "1677-09-21T00:12:43.999Z", "1677-09-21T00:12:44+00:01"}) {
+    const auto parsed = ParseRfc3339(text);
+    ASSERT_TRUE(parsed.has_value()) << text;
+    EXPECT_EQ(*parsed, first) << text;
+  }
+  EXPECT_EQ(ParseRfc3339(FormatRfc3339(last)).value(), last);
+  EXPECT_EQ(ParseRfc3339(FormatRfc3339(first)).value(), first);
+}
+
 }  // namespace
 }  // namespace certctl
