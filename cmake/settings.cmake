@@ -21,6 +21,15 @@ if(CERTCTL_SANITIZE)
   target_link_options(certctl_settings INTERFACE -fsanitize=${CERTCTL_SANITIZE})
 endif()
 
+# Fuzzing: every library gets libFuzzer's coverage instrumentation; only the targets in fuzz/
+# link its driver (-fsanitize=fuzzer there).
+if(CERTCTL_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "CERTCTL_FUZZ needs clang (libFuzzer); use the fuzz preset")
+  endif()
+  target_compile_options(certctl_settings INTERFACE -fsanitize=fuzzer-no-link)
+endif()
+
 # Version and commit are baked in at configure time for `certctl version`.
 find_package(Git QUIET)
 set(CERTCTL_GIT_COMMIT "unknown")

@@ -8,7 +8,7 @@ packages=(
   libssl-dev openssl libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-format clang-tidy
+  clang-format clang-tidy clang-14 libclang-rt-14-dev
   hyperfine strace
   python3 python3-pytest python3-kubernetes python3-yaml python3-prometheus-client
 )

@@ -18,7 +18,9 @@ namespace {
 
 // libcurl is loaded on first use rather than linked: Debian's libcurl pulls in some thirty
 // shared libraries (LDAP, Kerberos, SSH, GnuTLS for RTMP, ...) whose loading and start-up
-// cost about 9 ms, which every command would pay, also the offline ones.
+// cost about 9 ms, which every command would pay, also the offline ones. The static build
+// (CERTCTL_CURL_LINKED, cmake/static.cmake) links a libcurl of its own that needs none of
+// them and fills the same table from it.
 struct CurlApi {
   CURLcode (*global_init)(long flags);
   CURL* (*easy_init)();
@@ -53,6 +55,34 @@ const std::string& LoadCurl() {
   static std::once_flag once;
   static std::string failure;
   std::call_once(once, [] {
+#ifdef CERTCTL_CURL_LINKED
+    curl_api.global_init = &curl_global_init;
+    curl_api.easy_init = &curl_easy_init;
+    curl_api.easy_setopt = &curl_easy_setopt;
+    curl_api.easy_perform = &curl_easy_perform;
+    curl_api.easy_reset = &curl_easy_reset;
+    curl_api.easy_cleanup = &curl_easy_cleanup;
+    curl_api.easy_strerror = &curl_easy_strerror;
+    curl_api.multi_init = &curl_multi_init;
+    curl_api.multi_add_handle = &curl_multi_add_handle;
+    curl_api.multi_remove_handle = &curl_multi_remove_handle;
+    curl_api.multi_perform = &curl_multi_perform;
+    curl_api.multi_poll = &curl_multi_poll;
+    curl_api.multi_info_read = &curl_multi_info_read;
+    curl_api.multi_cleanup = &curl_multi_cleanup;
+    curl_api.multi_strerror = &curl_multi_strerror;
+    curl_api.slist_append = &curl_slist_append;
+    curl_api.slist_free_all = &curl_slist_free_all;
+    curl_api.url = &curl_url;
+    curl_api.url_cleanup = &curl_url_cleanup;
+    // Before 8.0 curl_url_get took a non-const handle; it never changed it.
+    curl_api.url_get = [](const CURLU* url, CURLUPart part, char** out, unsigned int flags) {
+      return curl_url_get(const_cast<CURLU*>(url), part, out, flags);
+    };
+    curl_api.url_set = &curl_url_set;
+    curl_api.free = &curl_free;
+    curl_api.version_info = &curl_version_info;
+#else
     // Never closed: the process keeps libcurl until it exits.
     void* library = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
     if (library == nullptr) {
@@ -90,6 +120,7 @@ const std::string& LoadCurl() {
     bind(curl_api.url_set, "curl_url_set");
     bind(curl_api.free, "curl_free");
     bind(curl_api.version_info, "curl_version_info");
+#endif
   });
   return failure;
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the fuzz preset (clang, libFuzzer, AddressSanitizer + UndefinedBehaviorSanitizer) and
+# runs every fuzz target of fuzz/ for a bounded time, one after the other. Each run starts from
+# a scratch copy of the target's committed corpus (fuzz/corpus/<target>/), which is never
+# written to, and uses fuzz/dict/<target>.dict. One summary line per target; exit 1, naming the
+# input that crashed, if any target found a crash, a leak, a timeout or undefined behaviour.
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default: 60 s, every target)
+# Env:   CERTCTL_FUZZ_JOBS  build parallelism (default 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-60}
+shift || true
+[[ $seconds =~ ^[0-9]+$ && $seconds -gt 0 ]] || {
+  echo "fuzz: SECONDS_PER_TARGET must be a positive number, not \"$seconds\"" >&2
+  exit 2
+}
+if (($# > 0)); then
+  targets=("$@")
+else
+  targets=(pem kubeconfig watch_decoder duration bundle_patch label_selector)
+fi
+
+build=build/fuzz
+cmake --preset fuzz >/dev/null
+if ! cmake --build --preset fuzz -j "${CERTCTL_FUZZ_JOBS:-2}" >"$build/build.log" 2>&1; then
+  cat "$build/build.log" >&2
+  echo "fuzz: the build failed" >&2
+  exit 1
+fi
+for target in "${targets[@]}"; do
+  [[ -x $build/fuzz/fuzz_$target ]] || {
+    echo "fuzz: no target \"$target\" (expected $build/fuzz/fuzz_$target)" >&2
+    exit 2
+  }
+done
+
+# Sanitizer reports stop the run at the first finding, with a stack.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+# Larger inputs only where the seeds are larger (certificates and keys).
+max_len() {
+  case $1 in
+    pem) echo 8192 ;;
+    *) echo 4096 ;;
+  esac
+}
+
+failed=()
+for target in "${targets[@]}"; do
+  run=$PWD/$build/run/$target
+  rm -rf "$run"
+  mkdir -p "$run/corpus" "$run/artifacts" "$run/tmp"
+  cp fuzz/corpus/"$target"/* "$run/corpus/"
+  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$target")"
+    -print_final_stats=1 -artifact_prefix="$run/artifacts/")
+  [[ -f fuzz/dict/$target.dict ]] && args+=(-dict="$PWD/fuzz/dict/$target.dict")
+  rc=0
+  # TMPDIR: anything a target writes goes to the scratch folder and is removed with it.
+  TMPDIR=$run/tmp "$build/fuzz/fuzz_$target" "${args[@]}" "$run/corpus" >"$run/log" 2>&1 || rc=$?
+
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$run/log" | tail -n 1)
+  rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$run/log" | tail -n 1)
+  status=$(grep -E '^#[0-9]+.*cov: ' "$run/log" | tail -n 1 || true)
+  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$status")
+  features=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$status")
+  corpus=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$status")
+  crash=$(find "$run/artifacts" -type f | head -n 1)
+  if ((rc == 0)) && [[ -z $crash ]]; then
+    verdict=ok
+  else
+    verdict="FAILED (exit $rc)"
+    failed+=("$target")
+  fi
+  printf 'fuzz: %-15s %9s execs in %ss (%s/s), cov %s, ft %s, corpus %s inputs: %s\n' \
+    "$target" "${execs:-?}" "$seconds" "${rate:-?}" "${cov:-?}" "${features:-?}" "${corpus:-?}" \
+    "$verdict"
+  if [[ $verdict != ok ]]; then
+    echo "--- $run/log (last 60 lines)" >&2
+    tail -n 60 "$run/log" >&2
+    if [[ -n $crash ]]; then
+      echo "fuzz: $target: crashing input $crash" >&2
+      echo "fuzz: reproduce with: $build/fuzz/fuzz_$target $crash" >&2
+    fi
+  fi
+  rm -rf "$run/tmp"
+done
+
+if ((${#failed[@]} > 0)); then
+  echo "fuzz: ${#failed[@]} of ${#targets[@]} targets failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "fuzz: ${#targets[@]} targets, ${seconds}s each, no crash"
