@@ -1,6 +1,8 @@
 #include "cli/app.h"
 
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -33,6 +35,23 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& error) {
   }
   std::cerr << command << ": " << error.what() << " (see '" << command << " --help')\n";
   return kExitUsage;
+}
+
+// The arguments in the reversed order CLI11 consumes them, with `--flag=` (an empty value,
+// as getopt reads it) passed as the flag and an empty argument: CLI11 on its own would take
+// the next argument as the value.
+std::vector<std::string> ArgumentsForParsing(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = argc - 1; i >= 1; --i) {
+    std::string arg = argv[i];
+    if (arg.size() > 3 && arg.starts_with("--") && arg.back() == '=' &&
+        arg.find('=') == arg.size() - 1) {
+      args.emplace_back();
+      arg.pop_back();
+    }
+    args.push_back(std::move(arg));
+  }
+  return args;
 }
 
 }  // namespace
@@ -71,7 +90,7 @@ int Main(int argc, char** argv) {
   CLI::App* version_command = AddVersionCommand(app, version);
 
   try {
-    app.parse(argc, argv);
+    app.parse(ArgumentsForParsing(argc, argv));
   } catch (const CLI::CallForHelp&) {
     const CLI::App* target = &app;
     for (const CLI::App* sub : app.get_subcommands()) {

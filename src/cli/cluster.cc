@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "certctl/kube/selector.h"
 #include "certctl/util/version.h"
 
 #include "cli/flags.h"
@@ -42,7 +43,13 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
       ->type_name("NAME");
   app.add_option("--webhook-selector", selection.webhook_selector,
                  "Label selector: every validating and mutating webhook configuration matching it")
-      ->type_name("SELECTOR");
+      ->type_name("SELECTOR")
+      ->check(
+          [](const std::string& text) {
+            auto valid = kube::ValidateLabelSelector(text);
+            return valid ? std::string() : valid.error().message();
+          },
+          "SELECTOR");
 }
 
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,

@@ -10,10 +10,10 @@ CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono
                              const std::string& description, bool allow_zero) {
   CLI::Option* option = app.add_option_function<std::string>(
       name,
-      [&target, allow_zero](const std::string& text) {
+      [&target, allow_zero, name](const std::string& text) {
         auto parsed = ParseDuration(text, allow_zero);
         if (!parsed) {
-          throw CLI::ValidationError(parsed.error().message());
+          throw CLI::ValidationError(name + ": " + parsed.error().message());
         }
         target = *parsed;
       },

@@ -9,16 +9,11 @@
 namespace certctl::controller {
 namespace {
 
-// Fingerprints of the CAs every caBundle must hold: the one that issued the leaf, or every
-// CA of ca.crt when no issuer is known.
+// Fingerprints of the CAs every caBundle must hold: the one that issued the leaf.
 std::set<std::string> RequiredFingerprints(const pki::ValidationReport& validation) {
   std::set<std::string> required;
   if (validation.issuer_index && *validation.issuer_index < validation.ca.size()) {
     required.insert(validation.ca[*validation.issuer_index].sha256_fingerprint);
-    return required;
-  }
-  for (const pki::CertificateInfo& ca : validation.ca) {
-    required.insert(ca.sha256_fingerprint);
   }
   return required;
 }
@@ -77,8 +72,10 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
   if (!targets) {
     return Fail(targets.error());
   }
-  // Without a readable CA there is nothing to compare against; the source's findings say why.
-  const bool have_ca = !report.validation.ca.empty();
+  // Without the CA that issued the leaf there is nothing to compare against (the source's
+  // findings say why): only an empty or unreadable caBundle is wrong whatever the Secret holds.
+  const bool have_ca = report.validation.issuer_index.has_value() &&
+                       *report.validation.issuer_index < report.validation.ca.size();
   const std::set<std::string> required = RequiredFingerprints(report.validation);
   for (const TargetObject& target : targets->found) {
     const std::string kind(inject::TargetKindName(target.kind));
@@ -92,10 +89,8 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
       continue;
     }
     for (const inject::BundleSlot& slot : *slots) {
-      // An empty caBundle is wrong whatever the Secret holds.
-      const std::string problem = have_ca               ? BundleProblem(slot.bundle, required)
-                                  : slot.bundle.empty() ? "caBundle is empty"
-                                                        : "";
+      const std::string problem = have_ca ? BundleProblem(slot.bundle, required)
+                                          : BundleProblem(slot.bundle, {});
       if (!problem.empty()) {
         report.other_findings.push_back(
             {FindingCode::kCaBundleMismatch,

@@ -81,10 +81,15 @@ Result<SecretPair> ReadSecretPair(const nlohmann::json& secret) {
     if (!*value) {
       continue;
     }
-    // The API server only stores valid base64; should it ever not be, the raw text goes to
-    // validation, which reports the part as unparsable.
+    // The API server only stores valid base64: an answer that is not is refused, never read
+    // as a broken certificate (which would make certctl replace a CA it cannot see).
     auto decoded = Base64Decode(**value);
-    *key.content = decoded ? std::move(*decoded) : std::move(**value);
+    if (!decoded) {
+      return Fail(ErrorCode::kBadResponse,
+                  object + ": data[" + key.name + "] is not base64 (" + decoded.error().message() +
+                      ")");
+    }
+    *key.content = std::move(*decoded);
   }
   return pair;
 }

@@ -398,6 +398,12 @@ void Validator::CheckUsage(const Certificate& leaf, const CertificateInfo& info)
         Name("server certificate", info) +
             " is not for TLS servers (keyUsage lacks digitalSignature)");
   }
+  // A server certificate that may sign certificates turns its key's holder into a CA for
+  // everyone trusting the bundle; certctl issues CA:FALSE and accepts nothing else.
+  if (info.is_ca) {
+    Add(Part::kLeaf, FindingCode::kWrongUsage,
+        Name("server certificate", info) + " is a CA certificate (basicConstraints CA:TRUE)");
+  }
 }
 
 void Validator::CheckNames(const Certificate& leaf, const CertificateInfo& info) {

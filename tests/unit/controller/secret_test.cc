@@ -175,14 +175,17 @@ TEST(ReadSecretPair, NullValueStaysAbsent) {
   EXPECT_FALSE(pair.source.key_pem.has_value());
 }
 
-TEST(ReadSecretPair, NonBase64DataGoesToValidationAsUnparsable) {
+// The API server stores only valid base64: data that is not is an answer to refuse, never a
+// broken certificate to replace (which would replace a CA certctl cannot even see).
+TEST(ReadSecretPair, NonBase64DataIsRefusedNamingTheKey) {
   const Pem& pem = SharedPair();
   Json data = EncodedData(pem);
-  data["tls.crt"] = "this is not base64!";
-  const SecretPair pair = MustRead(SecretObject(data));
-  EXPECT_EQ(pair.source.cert_pem, "this is not base64!");
-  EXPECT_THAT(Findings(pair.source), Contains(IsFinding(FindingCode::kUnparsable,
-                                                        "secret/ns/webhook-server-cert[tls.crt]")));
+  data["ca.crt"] = "%%%% not base64!";
+  auto pair = ReadSecretPair(SecretObject(data));
+  ASSERT_FALSE(pair);
+  EXPECT_EQ(pair.error().code(), ErrorCode::kBadResponse);
+  EXPECT_THAT(pair.error().message(),
+              ::testing::HasSubstr("secret/ns/webhook-server-cert: data[ca.crt] is not base64"));
 }
 
 TEST(ReadSecretPair, EmptyValueIsPresentButEmpty) {

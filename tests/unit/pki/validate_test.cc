@@ -1,5 +1,6 @@
 #include "certctl/pki/validate.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -188,6 +189,18 @@ TEST(PkiValidate, RsaPairsValidate) {
   const KeyPair leaf = MustLeaf(ca, kNow, 365 * kDay, KeyType::kRsa3072);
   const ValidationReport report = Validate(Source(ca, leaf), Policy(), kNow + kDay);
   EXPECT_TRUE(report.ok()) << Dump(report);
+}
+
+TEST(PkiValidate, ALeafThatIsACaIsTheWrongUsage) {
+  const KeyPair ca = MustCa();
+  const KeyPair other = MustCa(kNow, "svc.ns.svc");  // a CA certificate served as the leaf
+  const ValidationReport report = Validate(Source({&ca, &other}, other), Policy(), kNow + kDay);
+  const std::vector<PartFinding> usage = With(report, FindingCode::kWrongUsage);
+  EXPECT_TRUE(std::any_of(usage.begin(), usage.end(), [](const PartFinding& entry) {
+    return entry.part == Part::kLeaf && entry.finding.message.find(
+                                            "is a CA certificate (basicConstraints "
+                                            "CA:TRUE)") != std::string::npos;
+  })) << Dump(report);
 }
 
 TEST(PkiValidate, AbsentPartsAreMissing) {
