@@ -20,6 +20,9 @@ class Fault:
         self.method = spec.get("method", "*").upper()
         self.path = re.compile(spec.get("path", ".*"))
         self.watch = spec.get("watch")  # None: any request; True/False: only (non-)watches
+        # None: any user; a name: only requests authenticated as that user (so a test can
+        # fail one client's requests while its own go through).
+        self.user = spec.get("user")
         self.status = spec.get("status")  # None: latency only
         self.retry_after = spec.get("retryAfter")
         self.latency = float(spec.get("latency", 0))
@@ -30,15 +33,19 @@ class Fault:
             raise ValueError(f"unsupported fault status {self.status}")
         if self.format not in ("apf", "status"):
             raise ValueError(f"unsupported fault format {self.format}")
+        if self.user is not None and not isinstance(self.user, str):
+            raise ValueError("fault user must be a user name (string)")
 
-    def matches(self, method, path, is_watch):
+    def matches(self, method, path, is_watch, user=None):
         return (self.method in ("*", method) and self.path.search(path) is not None and
-                (self.watch is None or self.watch == is_watch))
+                (self.watch is None or self.watch == is_watch) and
+                (self.user is None or self.user == user))
 
     def to_json(self):
         return {"id": self.id, "method": self.method, "path": self.path.pattern,
                 "watch": self.watch, "status": self.status, "retryAfter": self.retry_after,
-                "latency": self.latency, "count": self.remaining, "format": self.format}
+                "latency": self.latency, "count": self.remaining, "format": self.format,
+                "user": self.user}
 
     def error(self, gr, name):
         """The ApiError this fault answers with (gr/name describe the targeted object)."""
@@ -81,11 +88,12 @@ class Faults:
             self._faults.append(fault)
         return fault
 
-    def take(self, method, path, is_watch):
-        """The first pending fault matching the request, consuming one of its uses."""
+    def take(self, method, path, is_watch, user=None):
+        """The first pending fault matching the request (by `user`, its authenticated
+        name), consuming one of its uses."""
         with self._lock:
             for fault in self._faults:
-                if fault.matches(method, path, is_watch):
+                if fault.matches(method, path, is_watch, user):
                     fault.remaining -= 1
                     if fault.remaining <= 0:
                         self._faults.remove(fault)

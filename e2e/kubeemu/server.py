@@ -257,7 +257,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             # As the apiserver's RequestInfo does: a list/watch pinned to one name by
             # fieldSelector=metadata.name=X is authorized as a request for X.
             name = FieldSelector.parse(query.get("fieldSelector", [""])[0], res).exact_name()
-        fault = self.emu.faults.take(self.command, self.path.split("?")[0], verb == "watch")
+        fault = self.emu.faults.take(self.command, self.path.split("?")[0], verb == "watch",
+                                     user.name)
         if fault is not None:
             if fault.latency:
                 time.sleep(fault.latency)  # injected latency, bounded by the fault itself

@@ -84,6 +84,7 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
     watch.server_timeout = options.server_timeout;
     bool progressed = false;
     std::optional<Error> bad_event;
+    const auto watch_started = clock.Monotonic();
     const Status watched = client.Watch(
         type, ns, watch,
         [&](const WatchEvent& event) {
@@ -113,11 +114,18 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
     }
     if (watched) {
       // The server ended the stream (timeout, restart, dropped connection): resume, after a
-      // pause if it ended at once, so a peer that keeps closing cannot make us spin.
+      // pause if it brought nothing, so a peer that keeps closing cannot make us spin. A
+      // stream that ended empty well before the timeout it was given was cut, not finished:
+      // the caller hears of it as a failure (the sidecar polls while a watch is failing).
       if (handlers.on_resume) handlers.on_resume(resource_version);
       if (!progressed) {
-        SleepUnlessCancelled(backoff.Next(Error(ErrorCode::kUnavailable, "empty watch")), cancelled,
-                             clock);
+        const bool cut = clock.Monotonic() - watch_started < options.server_timeout * 9 / 10;
+        const Error empty(ErrorCode::kUnavailable,
+                          cut ? "the watch was closed before its timeout without an event"
+                              : "the watch timed out without an event");
+        const auto delay = backoff.Next(empty);
+        if (cut && handlers.on_retry) handlers.on_retry(empty, delay);
+        SleepUnlessCancelled(delay, cancelled, clock);
       }
       continue;
     }

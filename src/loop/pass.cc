@@ -73,6 +73,17 @@ Result<std::optional<controller::InjectOutcome>> InjectNow(kube::Client& client,
   return std::optional<controller::InjectOutcome>(std::move(*injected));
 }
 
+// A step failed after the pass wrote something: the report keeps what was written (for the
+// log, the metrics and the Events) and carries the failure.
+Result<PassReport> FailedAfterWrites(PassReport report, const Error& error) {
+  if (report.secret_changes.empty() && report.patched.empty()) {
+    return Fail(error);
+  }
+  report.ready = false;
+  report.failure = error;
+  return report;
+}
+
 Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, const Clock& clock) {
   PassReport report;
   auto secret = controller::EnsureSecret(client, config.secret, clock);
@@ -83,18 +94,20 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   if (auto published =
           PublishFolder(config, secret->tls_crt, secret->tls_key, secret->ca_bundle, clock, report);
       !published) {
-    return Fail(published.error());
+    return FailedAfterWrites(std::move(report), published.error());
   }
   auto injected = InjectNow(client, config, secret->ca_bundle, clock, report);
   if (!injected || !*injected) {
-    return injected ? Result<PassReport>(std::move(report)) : Fail(injected.error());
+    return injected ? Result<PassReport>(std::move(report))
+                    : FailedAfterWrites(std::move(report), injected.error());
   }
   if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
     // Step 2 only once every target reads back the new bundle: a second look, which must find
     // nothing left to write.
     auto confirmed = InjectNow(client, config, secret->ca_bundle, clock, report);
     if (!confirmed || !*confirmed) {
-      return confirmed ? Result<PassReport>(std::move(report)) : Fail(confirmed.error());
+      return confirmed ? Result<PassReport>(std::move(report))
+                       : FailedAfterWrites(std::move(report), confirmed.error());
     }
     if ((*confirmed)->patched_objects > 0) {
       report.not_ready = "waiting for the targets to keep the new CA bundle";
@@ -102,7 +115,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
     }
     auto moved = controller::MoveLeafToNewCa(client, config.secret, secret->ca_bundle, clock);
     if (!moved) {
-      return Fail(moved.error());
+      return FailedAfterWrites(std::move(report), moved.error());
     }
     RecordOutcome(*moved, report);
     if (moved->action != controller::SecretAction::kLeafMovedToNewCa) {
@@ -113,7 +126,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
     if (auto published =
             PublishFolder(config, moved->tls_crt, moved->tls_key, moved->ca_bundle, clock, report);
         !published) {
-      return Fail(published.error());
+      return FailedAfterWrites(std::move(report), published.error());
     }
   }
   // InjectBundle succeeds only once every caBundle field equals this bundle, as read or as

@@ -411,6 +411,14 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   const MonotonicTime started = clock_.Monotonic();
   auto report = loop::Reconcile(client_, config_.pass, role, clock_);
   const double took = std::chrono::duration<double>(clock_.Monotonic() - started).count();
+  if (report && report->failure) {
+    // What the pass wrote before a later step failed is told all the same.
+    TellWrites(*report);
+    if (role == Role::kLeader) {
+      RecordWrites(*report);
+    }
+    report = tl::unexpected<Error>(*report->failure);
+  }
   if (!report) {
     metrics_.reconciles.Add({"error"});
     metrics_.reconcile_duration.Observe({"error"}, took);
@@ -442,26 +450,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (report->leaf_not_after) {
     metrics_.expiration.Set({secret, "leaf"}, UnixSeconds(*report->leaf_not_after));
   }
-  const std::string secret_object =
-      controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
-  for (const SecretChange& change : report->secret_changes) {
-    metrics_.writes.Add({"secret"});
-    if (change.action == controller::SecretAction::kCaRotationStarted ||
-        change.action == controller::SecretAction::kCaReplaced) {
-      metrics_.rotations.Add({"ca"});
-    } else if (change.action == controller::SecretAction::kLeafReissued) {
-      metrics_.rotations.Add({"leaf"});
-    }
-    log_(LogLevel::kInfo, std::string(controller::SecretActionName(change.action)) + ": " +
-                              secret_object +
-                              (change.reason.empty() ? "" : " (" + change.reason + ")"));
-  }
-  metrics_.rotation_phase.Set({secret}, static_cast<double>(report->rotation));
-  next_step_at_ = report->next_step_at;
-  for (const std::string& object : report->patched) {
-    metrics_.writes.Add({KindOf(object)});
-    log_(LogLevel::kInfo, "injected the CA bundle into " + object);
-  }
+  TellWrites(*report);
   if (report->folder_written) {
     log_(LogLevel::kInfo, "wrote a new set to " + config_.pass.cert_dir.string());
   }
@@ -481,6 +470,30 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     RecordWrites(*report);
   }
   return report->folder_written;
+}
+
+void Sidecar::TellWrites(const PassReport& report) {
+  const std::string secret = config_.pass.secret.ns + "/" + config_.pass.secret.name;
+  const std::string secret_object =
+      controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
+  for (const SecretChange& change : report.secret_changes) {
+    metrics_.writes.Add({"secret"});
+    if (change.action == controller::SecretAction::kCaRotationStarted ||
+        change.action == controller::SecretAction::kCaReplaced) {
+      metrics_.rotations.Add({"ca"});
+    } else if (change.action == controller::SecretAction::kLeafReissued) {
+      metrics_.rotations.Add({"leaf"});
+    }
+    log_(LogLevel::kInfo, std::string(controller::SecretActionName(change.action)) + ": " +
+                              secret_object +
+                              (change.reason.empty() ? "" : " (" + change.reason + ")"));
+  }
+  metrics_.rotation_phase.Set({secret}, static_cast<double>(report.rotation));
+  next_step_at_ = report.next_step_at;
+  for (const std::string& object : report.patched) {
+    metrics_.writes.Add({KindOf(object)});
+    log_(LogLevel::kInfo, "injected the CA bundle into " + object);
+  }
 }
 
 void Sidecar::RecordWrites(const PassReport& report) {

@@ -49,6 +49,9 @@ struct PassReport {
   // When ready: the distinct caBundles the targets hold (decoded PEM), what the API server
   // will trust when it calls the webhook.
   std::vector<std::string> target_bundles;
+  // Set when a step failed after the pass wrote something (the Secret, a target): the pass
+  // failed, but what it wrote is in this report to be told.
+  std::optional<Error> failure;
 };
 
 // One reconcile: the same logic as `certctl job`, once, without waiting.
@@ -59,7 +62,8 @@ struct PassReport {
 //  - follower: reads the Secret and the targets and writes only its folder; an absent or
 //    invalid Secret, or a target without the bundle, is not ready, waiting for the leader.
 // Errors are failures a retry may fix (API, file system) or that need a human (an invalid
-// Secret certctl does not manage); nothing is half-written by them.
+// Secret certctl does not manage); nothing is half-written by them. A failure after the pass
+// wrote something is a report with `failure` set, so what was written is still told.
 Result<PassReport> Reconcile(kube::Client& client, const PassConfig& config, Role role,
                              const Clock& clock);
 

@@ -115,6 +115,8 @@ class Sidecar {
   void ElectionAttempt();
   // One pass and what follows from it; true when the folder got a new set.
   bool RunPass(const std::set<std::string>& reasons);
+  // Logs and counts what a pass wrote.
+  void TellWrites(const PassReport& report);
   // An Event for every write the pass made, so `kubectl describe` tells what certctl did.
   void RecordWrites(const PassReport& report);
   // Repeats the serving handshake: soon after each pass, then every few seconds.

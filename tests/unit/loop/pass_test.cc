@@ -229,9 +229,19 @@ TEST(ReconcilePass, AnUnwritableFolderIsAnErrorNamingIt) {
   dir.Write("blocked", "a file");
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
   const auto report = Reconcile(api, Config(dir / "blocked/tls"), Role::kLeader, clock);
-  ASSERT_FALSE(report);
-  EXPECT_EQ(report.error().code(), ErrorCode::kIo);
-  EXPECT_THAT(report.error().message(), HasSubstr((dir / "blocked").string()));
+  // The Secret was created before the folder failed: the pass fails, and says what it wrote.
+  ASSERT_TRUE(report);
+  ASSERT_TRUE(report->failure);
+  EXPECT_FALSE(report->ready);
+  EXPECT_EQ(report->failure->code(), ErrorCode::kIo);
+  EXPECT_THAT(report->failure->message(), HasSubstr((dir / "blocked").string()));
+  ASSERT_EQ(report->secret_changes.size(), 1u);
+  EXPECT_EQ(report->secret_changes[0].action, controller::SecretAction::kCreated);
+
+  // Nothing written, the same failure is a plain error.
+  const auto again = Reconcile(api, Config(dir / "blocked/tls"), Role::kLeader, clock);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code(), ErrorCode::kIo);
 }
 
 }  // namespace
