@@ -1,9 +1,10 @@
-// Label and field selectors on their way to the API server. certctl does not interpret a
-// selector (--webhook-selector): the REST client carries it, with the namespace, into the URL
-// of a List or a Watch, and the server parses it. What must hold is that whatever the user
-// typed arrives intact and cannot change the rest of the request. The input's parts, split by
-// the separator: label selector, field selector, namespace, the List answer's body, the
-// Watch stream. Properties, for every request the client makes:
+// Label and field selectors on their way to the API server. certctl checks the syntax of a
+// --webhook-selector (kube::ValidateLabelSelector) and the REST client carries it, with the
+// namespace, into the URL of a List or a Watch. What must hold is that the check is total
+// and stable (a valid selector stays valid with spaces around it or one more requirement),
+// and that whatever the user typed arrives intact and cannot change the rest of the request.
+// The input's parts, split by the separator: label selector, field selector, namespace, the
+// List answer's body, the Watch stream. Properties, for every request the client makes:
 //  - the URL is the server, the expected path and a query of name=value pairs, every byte
 //    outside [A-Za-z0-9-._~] percent-encoded;
 //  - labelSelector and fieldSelector decode to exactly the selectors (and are absent when
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "certctl/kube/client.h"
+#include "certctl/kube/selector.h"
 #include "certctl/kube/transport.h"
 #include "certctl/util/clock.h"
 
@@ -161,6 +163,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string ns(part(2));
   const std::string list_body = parts.size() > 3 ? std::string(part(3)) : R"({"items":[]})";
   const std::string watch_body(part(4));
+
+  if (kube::ValidateLabelSelector(label)) {
+    FUZZ_CHECK(kube::ValidateLabelSelector(" " + label + " "));
+    if (!label.empty()) {
+      FUZZ_CHECK(kube::ValidateLabelSelector(label + ",certctl.io/extra"));
+    }
+  }
 
   std::vector<std::string> urls;
   kube::ClusterConfig config;
