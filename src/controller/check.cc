@@ -89,8 +89,8 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
       continue;
     }
     for (const inject::BundleSlot& slot : *slots) {
-      const std::string problem = have_ca ? BundleProblem(slot.bundle, required)
-                                          : BundleProblem(slot.bundle, {});
+      const std::string problem =
+          have_ca ? BundleProblem(slot.bundle, required) : BundleProblem(slot.bundle, {});
       if (!problem.empty()) {
         report.other_findings.push_back(
             {FindingCode::kCaBundleMismatch,

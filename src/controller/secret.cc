@@ -85,9 +85,8 @@ Result<SecretPair> ReadSecretPair(const nlohmann::json& secret) {
     // as a broken certificate (which would make certctl replace a CA it cannot see).
     auto decoded = Base64Decode(**value);
     if (!decoded) {
-      return Fail(ErrorCode::kBadResponse,
-                  object + ": data[" + key.name + "] is not base64 (" + decoded.error().message() +
-                      ")");
+      return Fail(ErrorCode::kBadResponse, object + ": data[" + key.name + "] is not base64 (" +
+                                               decoded.error().message() + ")");
     }
     *key.content = std::move(*decoded);
   }
