@@ -108,15 +108,21 @@ Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::
   if (!pair) {
     return Fail(pair.error());
   }
-  auto rotation = ReadRotationState(**object, SecretObjectName(ns, name));
-  if (!rotation) {
-    return Fail(rotation.error());
+  // Rotation annotations are certctl's own only on a Secret it manages; on any other Secret
+  // they are somebody else's, ignored here as `job` and `run` ignore them.
+  RotationState rotation;
+  if (pair->managed) {
+    auto read = ReadRotationState(**object, SecretObjectName(ns, name));
+    if (!read) {
+      return Fail(read.error());
+    }
+    rotation = *read;
   }
-  StoredSecret stored{std::move(*pair), {}, {}, *rotation};
+  StoredSecret stored{std::move(*pair), {}, {}, rotation};
   // While a rotation waits for the targets to trust its new CA, the leaf is still the one the
   // outgoing CA issued, which may be due for renewal: that is what the rotation is doing.
   pki::ValidationPolicy judged = policy;
-  if (rotation->phase == RotationPhase::kTrusting) {
+  if (rotation.phase == RotationPhase::kTrusting) {
     judged.renew_before = std::chrono::seconds(0);
   }
   stored.validation = pki::Validate(stored.pair.source, judged, now);

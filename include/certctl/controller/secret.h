@@ -50,8 +50,9 @@ struct StoredSecret {
 };
 
 // GETs the Secret and judges it against `policy` at `now` (while a CA rotation waits for
-// the targets, without renew_before: the rotation is already renewing). The rotation
-// annotations must read (see ReadRotationState). nullopt when it does not exist;
+// the targets, without renew_before: the rotation is already renewing). On a managed
+// Secret the rotation annotations must read (see ReadRotationState); on any other they are
+// ignored. nullopt when it does not exist;
 // an error when it could not be read (wrapped with "get secret/ns/name") or the answer is
 // unusable (see ReadSecretPair).
 Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::string_view ns,

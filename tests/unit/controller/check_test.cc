@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "certctl/controller/rotation.h"
 #include "certctl/controller/secret.h"
 #include "certctl/pki/certificate.h"
 #include "certctl/pki/issue.h"
@@ -225,6 +226,36 @@ TEST(CheckSecret, ReportsWrongTypeAndValidationFindingsTogether) {
               Contains(IsFinding(FindingCode::kMissing, std::string(kSecretObject) + "[tls.key]")));
   EXPECT_THAT(findings, Contains(IsFinding(FindingCode::kSanMissing,
                                            std::string(kSecretObject) + "[tls.crt]")));
+}
+
+TEST(CheckSecret, AnUnknownRotationPhaseOnAManagedSecretIsAnErrorNamingTheAnnotation) {
+  Cluster cluster;
+  Json secret = TlsSecret({&cluster.ca}, cluster.ca, cluster.leaf);
+  secret["metadata"]["annotations"] = {{kRotationPhaseAnnotation, "halfway"}};
+  cluster.client.Put(kSecrets, secret);
+  auto report = CheckSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
+  ASSERT_FALSE(report.has_value());
+  EXPECT_EQ(report.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(
+      report.error().message(),
+      AllOf(HasSubstr(kSecretObject), HasSubstr(kRotationPhaseAnnotation), HasSubstr("halfway")));
+}
+
+TEST(CheckSecret, RotationAnnotationsOnAnUnmanagedSecretAreNotCertctls) {
+  Cluster cluster;
+  Json secret = TlsSecret({&cluster.ca}, cluster.ca, cluster.leaf);
+  secret["metadata"].erase("labels");
+  secret["metadata"]["annotations"] = {{kRotationPhaseAnnotation, "halfway"},
+                                       {kRotateAnnotation, "soon"}};
+  cluster.client.Put(kSecrets, secret);
+  auto report = CheckSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
+  ASSERT_TRUE(report.has_value()) << report.error().message();
+  EXPECT_TRUE(report->ok());
+  auto stored = ReadStoredSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
+  ASSERT_TRUE(stored.has_value()) << stored.error().message();
+  ASSERT_TRUE(stored->has_value());
+  EXPECT_EQ((*stored)->rotation.phase, RotationPhase::kNone);
+  EXPECT_EQ((*stored)->rotation.requested, RotationRequest::kNone);
 }
 
 TEST(CheckSecret, ForbiddenGetIsAnErrorWithContext) {
