@@ -128,6 +128,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def _send(self, code, body, content_type="application/json", headers=None):
         data = body if isinstance(body, bytes) else (codec.dumps(body) + "\n").encode("utf-8")
+        self._log(code)
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -142,6 +143,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
+
+    def _log(self, code):
+        """Logs the request before its answer leaves, as the apiserver's audit log records a
+        response before the client reads it: whoever has the answer finds the entry."""
+        if self._entry is not None:
+            self._entry["code"] = code
+            self.emu.log.append(self._entry)
+            self._entry = None
 
     def _send_error(self, err):
         if err.plain_text:
@@ -216,7 +225,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
         finally:
             if self._entry is not None and self._entry["code"]:
-                self.emu.log.append(self._entry)
+                self._log(self._entry["code"])
 
     def _anonymous(self, path):
         if path.startswith("/version"):
@@ -317,6 +326,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _start_stream(self):
+        self._log(200)  # when the watch starts, not when it ends minutes later
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -324,10 +334,6 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Audit-Id", str(uuid.uuid4()))
         self.end_headers()
         self.wfile.flush()
-        # Log the watch when it starts, not when it ends minutes later.
-        self._entry["code"] = 200
-        self.emu.log.append(self._entry)
-        self._entry = None
 
     def _stream(self, stream):
         self._start_stream()
