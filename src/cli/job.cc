@@ -66,6 +66,13 @@ void LogSecret(const controller::SecretOutcome& outcome, const std::string& obje
 }
 
 void LogInjected(const controller::InjectOutcome& outcome, const std::string& took) {
+  if (!outcome.missing.empty()) {
+    std::string names;
+    for (const std::string& name : outcome.missing) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    spdlog::info("not found yet, left to the inject phase: {}", names);
+  }
   if (outcome.patched_objects == 0) {
     spdlog::info("all {} caBundle(s) in {} object(s) already hold the CA bundle ({})",
                  outcome.slots, outcome.objects, took);

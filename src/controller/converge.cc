@@ -64,9 +64,13 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (!options.inject && !(trusting && !targets.empty())) {
     return outcome;
   }
+  // The secret phase carries a rotation only over the targets that exist: one an upgrade
+  // adds or renames is created after the pre-upgrade hook, and waiting for it there would
+  // fail the upgrade. The leaf then stays with the previous CA for the inject phase to move.
+  InjectOptions inject_options = options.inject_options;
+  inject_options.leave_out_missing = !options.inject;
   const auto inject = [&]() -> Result<InjectOutcome> {
-    auto injected =
-        InjectBundle(client, targets, outcome->ca_bundle, options.inject_options, clock);
+    auto injected = InjectBundle(client, targets, outcome->ca_bundle, inject_options, clock);
     if (injected && options.on_inject) {
       options.on_inject(*injected);
     }
@@ -76,13 +80,16 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (!injected) {
     return Fail(injected.error());
   }
-  if (!trusting || targets.empty()) {
+  if (!trusting || targets.empty() || !injected->missing.empty()) {
     return outcome;
   }
   for (int look = 0;; ++look) {
     auto confirmed = inject();
     if (!confirmed) {
       return Fail(confirmed.error());
+    }
+    if (!confirmed->missing.empty()) {
+      return outcome;  // a target was deleted meanwhile: the inject phase judges again
     }
     if (confirmed->patched_objects == 0) {
       break;

@@ -77,7 +77,8 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
   const TimePoint deadline =
       options.deadline.value_or(SaturatingAdd(clock.Now(), options.wait_for_targets));
   Result<ResolvedTargets> targets = ResolveTargets(client, selection);
-  for (TimePoint now = clock.Now(); targets && !targets->missing.empty() && now < deadline;
+  for (TimePoint now = clock.Now();
+       targets && !targets->missing.empty() && !options.leave_out_missing && now < deadline;
        now = clock.Now()) {
     clock.Sleep(std::min<std::chrono::milliseconds>(
         options.poll_interval, std::chrono::ceil<std::chrono::milliseconds>(deadline - now)));
@@ -86,7 +87,7 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
   if (!targets) {
     return Fail(targets.error());
   }
-  if (!targets->missing.empty()) {
+  if (!targets->missing.empty() && !options.leave_out_missing) {
     return Fail(ErrorCode::kNotFound, "still missing after waiting " +
                                           FormatDuration(options.wait_for_targets) + ": " +
                                           Describe(targets->missing));
@@ -95,6 +96,9 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
   // Every target must be able to carry a bundle before any is written, so a bad one does
   // not leave the others half-done.
   InjectOutcome outcome;
+  for (const Finding& finding : targets->missing) {
+    outcome.missing.push_back(finding.object);
+  }
   for (const TargetObject& target : targets->found) {
     auto slots = inject::ReadBundleSlots(target.kind, target.object);
     if (!slots) {

@@ -229,6 +229,38 @@ def test_without_targets_the_secret_phase_stops_after_step_one(hook, certctl_bin
     assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
 
 
+def test_the_secret_phase_does_not_wait_for_a_target_the_upgrade_creates(hook, certctl_binary):
+    before = expiring_ca_secret(hook, certctl_binary)
+    assert job(hook, certctl_binary, "--renew-before", "1d", phase="inject").returncode == 0
+    # The new chart version renames the MutatingWebhookConfiguration: its pre-upgrade hook
+    # names "hook-v2" and has the RBAC for it, but Helm creates it only after the hook.
+    hook.add_user("system:serviceaccount:infra:certctl", emulator_rules("job", SECRET, NS, {
+        "validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook", "hook-v2"],
+        "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]}))
+    renamed = ["--mutating-webhook", "hook-v2", "--wait-for-targets", "60s"]
+    started = time.monotonic()
+    result = job(hook, certctl_binary, *renamed, phase="secret")
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 30, "the hook waited for the missing target"
+    assert "not found yet, left to the inject phase: mutatingwebhookconfiguration/hook-v2" \
+        in result.stderr, result.stderr
+    assert "CA rotation step 1 of 3" in result.stderr and "step 2 of 3" not in result.stderr
+    stored = secret_data(hook)
+    assert stored["tls.crt"] == before["tls.crt"]  # the leaf waits for every target
+    assert set(bundles(hook).values()) == {stored["ca.crt"]}  # those that exist trust both
+    assert annotations(hook)["certctl.io/rotation-phase"] == "trusting"
+    # Helm applies the new manifests; the post-upgrade inject phase finishes step 2.
+    apply(hook, webhook_configuration(MWC, "hook-v2", ["m2.hook.io"]))
+    result = job(hook, certctl_binary, *renamed, phase="inject")
+    assert result.returncode == 0, result.stderr
+    assert "step 2 of 3" in result.stderr, result.stderr
+    after = secret_data(hook)
+    assert after["tls.crt"] != before["tls.crt"] and after["ca.crt"] == stored["ca.crt"]
+    v2 = get(hook, "mutatingwebhookconfiguration", "hook-v2")["webhooks"][0]
+    assert base64.b64decode(v2["clientConfig"]["caBundle"]).decode() == after["ca.crt"]
+    assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
+
+
 def test_adopting_a_secret_without_ca_key_moves_to_a_new_ca_in_steps(hook, certctl_binary):
     # What another tool leaves behind (kube-webhook-certgen, cert-manager): a valid pair,
     # no ca.key, no certctl label; the targets trust its CA.

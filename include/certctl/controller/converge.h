@@ -32,7 +32,8 @@ struct ConvergeOptions {
 // targets through step 2 once every target reads the new bundle back (a second look that
 // finds nothing left to write). Returns what the Secret holds in the end. Without targets (or
 // with inject false and none given), a rotation stops after step 1, trusted by nobody
-// yet but serving the leaf of the CA everyone trusts.
+// yet but serving the leaf of the CA everyone trusts. With inject false, targets that do not
+// exist are not waited for: the others get the bundle and the rotation stops after step 1.
 Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
                                const TargetSelection& targets, const ConvergeOptions& options,
                                const Clock& clock);

@@ -18,6 +18,9 @@ struct InjectOptions {
   // When set, the wait ends here instead (a job's one deadline for all its work).
   std::optional<TimePoint> deadline;
   std::chrono::milliseconds poll_interval{1000};
+  // Inject what exists and list the rest in InjectOutcome::missing instead of waiting for it
+  // (a pre-upgrade hook: targets the upgrade adds or renames exist only after it).
+  bool leave_out_missing = false;
 };
 
 // An object certctl wrote, named the way an Event's involvedObject names it.
@@ -36,6 +39,7 @@ struct InjectOutcome {
   int patched_slots = 0;                            // caBundle fields changed
   std::vector<std::string> patched;                 // "validatingwebhookconfiguration/x", ...
   std::vector<ObjectReference> patched_references;  // the same objects, for Events
+  std::vector<std::string> missing;  // left out (leave_out_missing): objects, selectors
 };
 
 // Puts `bundle_pem` into every caBundle of every selected target, writing only objects whose
@@ -43,7 +47,8 @@ struct InjectOutcome {
 // caBundle fields and are pinned to the webhook entries they mean; when the object changed
 // underneath (the server rejects the patch, or it conflicts) it is re-read and the patch
 // recomputed. Targets that do not exist yet are waited for up to wait_for_targets; after
-// that, kNotFound naming every one still missing.
+// that, kNotFound naming every one still missing (with leave_out_missing: listed in the
+// outcome at once, the others injected).
 Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& selection,
                                    const std::string& bundle_pem, const InjectOptions& options,
                                    const Clock& clock);

@@ -121,6 +121,46 @@ TEST(Converge, WithoutTargetsARotationStopsAfterStepOne) {
   EXPECT_EQ(api.CountOf(Verb::kPatch, kube::kValidatingWebhookConfigurations), 0);
 }
 
+TEST(Converge, TheSecretPhaseDoesNotWaitForATargetTheUpgradeCreatesAndLeavesTheLeaf) {
+  FakeClient api;
+  FakeClock clock;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  ASSERT_TRUE(Converge(api, Spec(), Targets(), Recorder().Options(), clock));
+  const std::string leaf = Data(api, "tls.crt");
+  Json secret = api.Object(kube::kSecrets, kNs, kName).value();
+  secret["metadata"]["annotations"][kRotateAnnotation] = "ca";
+  api.Put(kube::kSecrets, secret);
+  // The upgrade renames the configuration: "hook-v2" is created only after the pre-upgrade
+  // hook, which must not wait for it (a failed hook fails the upgrade).
+  TargetSelection upgraded = Targets();
+  upgraded.validating_webhooks.push_back("hook-v2");
+
+  Recorder secret_phase;
+  ConvergeOptions options = secret_phase.Options();
+  options.inject = false;
+  options.inject_options.wait_for_targets = std::chrono::minutes(2);
+  auto outcome = Converge(api, Spec(), upgraded, options, clock);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  EXPECT_THAT(secret_phase.steps, ElementsAre("ca-rotation-started", "inject 1"));
+  EXPECT_THAT(clock.sleeps(), ::testing::IsEmpty());
+  EXPECT_EQ(outcome->rotation.phase, RotationPhase::kTrusting);
+  EXPECT_EQ(Data(api, "tls.crt"), leaf);  // still issued by the CA "hook" trusted before
+  EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
+
+  // After the upgrade the inject phase finds both and moves the leaf.
+  Json renamed = Vwc();
+  renamed["metadata"]["name"] = "hook-v2";
+  api.Put(kube::kValidatingWebhookConfigurations, renamed);
+  Recorder inject_phase;
+  options = inject_phase.Options();
+  options.ensure_secret = false;
+  outcome = Converge(api, Spec(), upgraded, options, clock);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  EXPECT_THAT(inject_phase.steps, ElementsAre("inject 1", "inject 0", "leaf-moved-to-new-ca"));
+  EXPECT_EQ(outcome->rotation.phase, RotationPhase::kOverlapping);
+  EXPECT_NE(Data(api, "tls.crt"), leaf);
+}
+
 TEST(Converge, AnAdoptedSecretWithoutCaKeyStartsItsRotationInTheSameRun) {
   FakeClient api;
   FakeClock clock;

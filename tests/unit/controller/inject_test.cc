@@ -26,6 +26,7 @@ using kube::kCustomResourceDefinitions;
 using kube::kMutatingWebhookConfigurations;
 using kube::kValidatingWebhookConfigurations;
 using ::testing::AllOf;
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -363,6 +364,20 @@ TEST(InjectBundle, EveryMissingTargetIsNamed) {
                     HasSubstr("customresourcedefinition/widgets.example.com"),
                     HasSubstr("apiservice/v1beta1.metrics.example.com")));
   EXPECT_THAT(clock.sleeps(), IsEmpty());
+}
+
+TEST(InjectBundle, LeavingOutMissingTargetsInjectsTheOthersAtOnceAndNamesTheRest) {
+  Cluster cluster;
+  cluster.client.Remove(kMutatingWebhookConfigurations, "", kMwc);
+  InjectOptions options = Options(std::chrono::seconds(30));
+  options.leave_out_missing = true;
+  auto outcome = InjectBundle(cluster.client, AllFour(), kBundle, options, cluster.clock);
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
+  EXPECT_THAT(outcome->missing, ElementsAre("mutatingwebhookconfiguration/defaults"));
+  EXPECT_EQ(outcome->objects, 3);
+  EXPECT_EQ(outcome->patched_objects, 3);
+  EXPECT_THAT(Bundles(cluster.Vwc()), Each(kBundle));
+  EXPECT_THAT(cluster.clock.sleeps(), IsEmpty());
 }
 
 TEST(InjectBundle, SelectorWithoutMatchFailsAfterTheWait) {
