@@ -109,7 +109,7 @@ Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::
     return Fail(pair.error());
   }
   // Rotation annotations are certctl's own only on a Secret it manages; on any other Secret
-  // they are somebody else's, ignored here as `job` and `run` ignore them.
+  // they are somebody else's, ignored here as EnsureSecret ignores them.
   RotationState rotation;
   if (pair->managed) {
     auto read = ReadRotationState(**object, SecretObjectName(ns, name));
