@@ -103,6 +103,8 @@ SELECTORS = {
     "job-bang-without-operator": ("job", "app!"),
     "run-unclosed-set": ("run", "app in (a"),
     "run-two-words": ("run", "a b"),
+    "job-blank": ("job", "  "),
+    "check-empty": ("check", ""),
 }
 
 

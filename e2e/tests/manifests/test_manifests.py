@@ -357,6 +357,7 @@ def test_missing_required_values_fail_lint_and_template_with_a_clear_message(
     ({"mode": "daemonset"}, "mode"),
     ({"adopt": "yes"}, "adopt"),
     ({"targets": {"validatingWebhooks": "hook"}}, "validatingWebhooks"),
+    ({"targets": {"webhookSelector": "  "}}, "webhookSelector"),
     ({"secretName": "Bad_Name"}, "secretName"),
     ({"job": {"backoffLimit": -1}}, "backoffLimit"),
     ({"job": {"ttlSecondsAfterFinished": 0}}, "ttlSecondsAfterFinished"),

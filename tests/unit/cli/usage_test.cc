@@ -64,6 +64,10 @@ TEST(Usage, RunRefusesBadFlagsBeforeTouchingTheCluster) {
        "must be longer than --renew-before"},
       {{"run", "--service", "hook", "--validating-webhook", "hook", "--resync", "0s"},
        "must be positive"},
+      {{"run", "--service", "hook", "--webhook-selector", "  "},
+       "a blank label selector would match every webhook configuration"},
+      {{"run", "--service", "hook", "--webhook-selector", ""},
+       "a blank label selector would match every webhook configuration"},
   };
   ProcessOptions no_cluster;
   no_cluster.extra_env["KUBECONFIG"] = "/nonexistent";
