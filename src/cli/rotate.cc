@@ -111,8 +111,10 @@ bool Done(const Snapshot& before, const Snapshot& now, bool ca) {
   if (!ca) {
     return now.tls_crt != before.tls_crt;
   }
+  // Joined in step 1, the new CA was already first in ca.crt: leaving step 1 is the news.
   return now.rotation.phase != controller::RotationPhase::kTrusting &&
-         now.first_ca != before.first_ca;
+         (now.first_ca != before.first_ca ||
+          before.rotation.phase == controller::RotationPhase::kTrusting);
 }
 
 }  // namespace
@@ -166,13 +168,16 @@ int RunRotate(const RotateOptions& options, const Environment& env, const Clock&
   }
   const auto request =
       options.ca ? controller::RotationRequest::kCa : controller::RotationRequest::kLeaf;
+  // The request is set even then: a controller clears it when it moves the leaf, and with none
+  // running this command carries on the rotation stored in step 1 rather than report it taken.
+  auto marked = controller::RequestRotation(client, spec.ns, spec.name, request);
+  if (!marked) {
+    return Failed(marked.error().message());
+  }
   if (options.ca && before->rotation.phase == controller::RotationPhase::kTrusting) {
-    Say("a CA rotation of " + object + " is already under way (step 1 stored)");
+    Say("a CA rotation of " + object +
+        " is already under way (step 1 stored); asked to carry it on with the CA stored then");
   } else {
-    auto marked = controller::RequestRotation(client, spec.ns, spec.name, request);
-    if (!marked) {
-      return Failed(marked.error().message());
-    }
     Say(std::string("asked for a new ") + (options.ca ? "CA" : "server certificate") + " in " +
         object);
   }

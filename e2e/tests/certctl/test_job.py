@@ -326,6 +326,33 @@ def test_rotate_leaves_an_undeliverable_request_for_the_next_job(hook, certctl_b
     assert "certctl.io/rotate" not in annotations(hook)
 
 
+def test_rotate_carries_on_a_ca_rotation_left_in_step_1(hook, certctl_binary):
+    """A rotation stuck in step 1 (no target could be written) is carried on by the next
+    `rotate --ca`, with the CA stored then: no second CA, and --wait sees it finish."""
+    assert job(hook, certctl_binary).returncode == 0
+    before = secret_data(hook)
+    hook.inject_fault(method="PATCH", path="/apis/", status=503, count=1000000)
+    stuck = rotate(hook, certctl_binary, "--ca", "--timeout", "3s", "--service", "hook",
+                   *TARGETS)
+    hook.clear_faults()
+    assert stuck.returncode == 1, stuck.stdout + stuck.stderr
+    assert annotations(hook)["certctl.io/rotation-phase"] == "trusting"
+    step_1 = secret_data(hook)
+    assert certificates(step_1["ca.crt"]) == 2 and step_1["tls.crt"] == before["tls.crt"]
+
+    result = rotate(hook, certctl_binary, "--ca", "--wait", "--service", "hook", *TARGETS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for text in ("is already under way (step 1 stored)", "rotating here", "step 2 of 3",
+                 "certctl rotate: done"):
+        assert text in result.stdout, result.stdout
+    after = secret_data(hook)
+    assert after["ca.crt"] == step_1["ca.crt"], "a second CA was made"
+    assert after["tls.crt"] != before["tls.crt"]
+    assert set(bundles(hook).values()) == {after["ca.crt"]}
+    assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
+    assert "certctl.io/rotate" not in annotations(hook)
+
+
 def test_rotate_refuses_what_it_cannot_rotate(hook, certctl_binary, tmp_path):
     result = rotate(hook, certctl_binary, "--ca")
     assert result.returncode == 1

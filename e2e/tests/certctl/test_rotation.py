@@ -6,7 +6,8 @@ hook.infra.svc, then posts an AdmissionReview over it. The webhook servers are t
 server (harness/webhook_server.py) on the folder `certctl run` keeps, as in a pod.
 
 Scenarios: `certctl rotate --ca --wait` with the controller running; the controller SIGKILLed
-between step 1 and step 2 (its target writes fail until then) and started again; two replicas
+between step 1 and step 2 (its target writes fail until then) and started again, a second
+`rotate --ca --wait` given meanwhile joining the rotation under way; two replicas
 under leader election with the leader killed in the same place; a leaf-only renewal
 (`certctl rotate --wait`). Each ends with zero failed calls and, after the overlap
 (--ca-overlap of a few seconds), every bundle holding the new CA alone. The control: the naive
@@ -16,6 +17,7 @@ problem it guards against.
 """
 
 import base64
+import concurrent.futures
 import json
 import signal
 import time
@@ -243,9 +245,24 @@ def test_a_controller_killed_between_steps_continues_where_it_stopped(cluster, c
         assert phase(cluster) == "trusting"
         assert all(cas == [old] for cas in target_cas(cluster)), target_cas(cluster)
         probe.wait_rounds(10)
-        pod.restart_sidecar()
-        wait_for(lambda: phase(cluster) in ("overlapping", None) and secret_cas(cluster)[0] != old,
-                 "the restarted controller to move the leaf", watch=[pod.sidecar])
+        # A second `rotate --ca` while the controller is down joins the rotation under way and
+        # follows it to step 2 once the controller is back.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            joined = pool.submit(rotate, cluster, certctl_binary, "--ca", "--wait",
+                                 "--controller-timeout", "60s", "--timeout", "60s")
+            wait_for(lambda: joined.done() or
+                     (secret(cluster)["metadata"].get("annotations") or {}).get(
+                         "certctl.io/rotate") == "ca", "the second request")
+            assert phase(cluster) == "trusting"
+            pod.restart_sidecar()
+            wait_for(lambda: phase(cluster) in ("overlapping", None) and
+                     secret_cas(cluster)[0] != old,
+                     "the restarted controller to move the leaf", watch=[pod.sidecar])
+            followed = joined.result(timeout=BOUND)
+        assert followed.returncode == 0, followed.stdout + followed.stderr
+        for text in ("is already under way (step 1 stored)", "step 2 of 3",
+                     "done: the server certificate is issued by the new CA"):
+            assert text in followed.stdout, followed.stdout
         new = secret_cas(cluster)[0]
         wait_for(lambda: only(cluster, new), "the previous CA to leave every bundle",
                  watch=[pod.sidecar])
