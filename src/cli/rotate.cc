@@ -168,8 +168,8 @@ int RunRotate(const RotateOptions& options, const Environment& env, const Clock&
   }
   const auto request =
       options.ca ? controller::RotationRequest::kCa : controller::RotationRequest::kLeaf;
-  // The request is set even then: a controller clears it when it moves the leaf, and with none
-  // running this command carries on the rotation stored in step 1 rather than report it taken.
+  // Set even when a CA rotation is in step 1 already: a controller clears it when it moves the
+  // leaf, and with none running this command carries that rotation on instead of starting one.
   auto marked = controller::RequestRotation(client, spec.ns, spec.name, request);
   if (!marked) {
     return Failed(marked.error().message());
