@@ -48,7 +48,7 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
           [](const std::string& text) {
             // The API server reads a blank selector as "everything": certctl would then write
             // its CA into every webhook configuration in the cluster, other products' too.
-            if (text.find_first_not_of(' ') == std::string::npos) {
+            if (kube::SelectsEverything(text)) {
               return std::string(
                   "a blank label selector would match every webhook configuration in the "
                   "cluster; give at least one requirement");

@@ -64,7 +64,7 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text) {}
 
   Status Parse() {
-    if (Trimmed(text_).empty()) {
+    if (SelectsEverything(text_)) {
       return {};
     }
     for (;;) {
@@ -83,16 +83,6 @@ class Parser {
   }
 
  private:
-  static std::string_view Trimmed(std::string_view text) {
-    while (!text.empty() && text.front() == ' ') {
-      text.remove_prefix(1);
-    }
-    while (!text.empty() && text.back() == ' ') {
-      text.remove_suffix(1);
-    }
-    return text;
-  }
-
   void SkipSpaces() {
     while (pos_ < text_.size() && text_[pos_] == ' ') {
       ++pos_;
@@ -202,5 +192,9 @@ class Parser {
 }  // namespace
 
 Status ValidateLabelSelector(std::string_view selector) { return Parser(selector).Parse(); }
+
+bool SelectsEverything(std::string_view selector) {
+  return selector.find_first_not_of(' ') == std::string_view::npos;
+}
 
 }  // namespace certctl::kube

@@ -15,4 +15,8 @@ namespace certctl::kube {
 // error before anything is sent.
 Status ValidateLabelSelector(std::string_view selector);
 
+// True for a selector with no requirement (empty or only spaces): the API server reads it as
+// "every object", so it selects everything rather than nothing.
+bool SelectsEverything(std::string_view selector);
+
 }  // namespace certctl::kube

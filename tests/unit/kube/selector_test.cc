@@ -50,5 +50,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Bad{"Example.com/x=y", "not a valid label key"},
                       Bad{std::string(64, 'a') + "=b", "not a valid label key"}));
 
+TEST(LabelSelector, OnlyASelectorWithoutRequirementsSelectsEverything) {
+  for (const char* blank : {"", " ", "   "}) {
+    EXPECT_TRUE(SelectsEverything(blank)) << '"' << blank << '"';
+    EXPECT_TRUE(ValidateLabelSelector(blank)) << '"' << blank << '"';
+  }
+  for (const char* narrowing : {"app", " app ", "!app", "a=b"}) {
+    EXPECT_FALSE(SelectsEverything(narrowing)) << narrowing;
+  }
+}
+
 }  // namespace
 }  // namespace certctl::kube
