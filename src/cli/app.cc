@@ -23,7 +23,7 @@ namespace certctl::cli {
 namespace {
 
 // CLI11 reports usage errors over two lines; the contract wants one, naming the command.
-int ReportParseError(const CLI::App& app, const CLI::ParseError& error) {
+int ReportParseError(const CLI::App& app, const CLI::ParseError& error, bool json_report) {
   if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
     // --help and friends.
     std::cout << app.help();
@@ -33,7 +33,12 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& error) {
   for (const CLI::App* sub : app.get_subcommands()) {
     command += " " + sub->get_name();
   }
-  std::cerr << command << ": " << error.what() << " (see '" << command << " --help')\n";
+  const std::string message =
+      std::string(error.what()) + " (see '" + command + " --help')";
+  std::cerr << command << ": " << message << "\n";
+  if (json_report) {
+    PrintCheckError(message);
+  }
   return kExitUsage;
 }
 
@@ -99,11 +104,14 @@ int Main(int argc, char** argv) {
     std::cout << target->help();
     return kExitOk;
   } catch (const CLI::ParseError& error) {
-    return ReportParseError(app, error);
+    return ReportParseError(app, error, CheckWantsJson(argc, argv));
   }
 
   if (auto configured = SetupLogging(logging); !configured) {
     std::cerr << "certctl: " << configured.error().message() << "\n";
+    if (check_command->parsed() && check.output == "json") {
+      PrintCheckError(configured.error().message());
+    }
     return kExitUsage;
   }
 

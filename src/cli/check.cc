@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "certctl/controller/callable.h"
+
 #include "cli/check_report.h"
 #include "cli/exit_codes.h"
 #include "cli/pair_files.h"
@@ -12,12 +14,42 @@
 namespace certctl::cli {
 namespace {
 
-int CouldNotRun(const std::string& message) {
+// With -o json stdout is one JSON document whatever happens, so a `| jq` pipeline reads
+// the failure too; stderr keeps the human line.
+int CouldNotRun(const std::string& message, const std::string& output) {
   std::cerr << "certctl check: " << message << "\n";
+  if (output == "json") {
+    PrintCheckError(message);
+  }
   return kExitUsage;
 }
 
 }  // namespace
+
+bool CheckWantsJson(int argc, char** argv) {
+  bool in_check = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (!in_check) {
+      in_check = arg == "check";
+      continue;
+    }
+    if (arg == "--") {
+      return false;
+    }
+    const bool separate = (arg == "-o" || arg == "--output") && i + 1 < argc &&
+                          std::string_view(argv[i + 1]) == "json";
+    if (separate || arg == "-ojson" || arg == "--output=json") {
+      return true;
+    }
+  }
+  return false;
+}
+
+void PrintCheckError(const std::string& message) {
+  std::cout << CheckErrorToJson(message).dump(2) << "\n";
+  std::cout.flush();
+}
 
 CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
   CLI::App* command = app.add_subcommand(
@@ -50,6 +82,9 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
 }
 
 int RunCheck(const CheckOptions& options, const Environment& env, const Clock& clock) {
+  const auto could_not_run = [&](const std::string& message) {
+    return CouldNotRun(message, options.output);
+  };
   const bool from_files = !options.cert_dir.empty() || !options.cert_file.empty();
   std::optional<Cluster> cluster;
   if (!from_files || !options.targets.empty()) {
@@ -62,7 +97,7 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
     auto connected = ConnectToCluster(options.connection, options.identity.namespace_name, env,
                                       clock, std::move(client_options));
     if (!connected) {
-      return CouldNotRun(connected.error().message());
+      return could_not_run(connected.error().message());
     }
     cluster = std::move(*connected);
   }
@@ -75,7 +110,7 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
   pki::ValidationPolicy policy;
   if (HasIdentity(options.identity)) {
     if (auto valid = pki::ValidateIdentity(identity); !valid) {
-      return CouldNotRun(valid.error().message());
+      return could_not_run(valid.error().message());
     }
     policy.dns_names = pki::RequiredDnsNames(identity);
     policy.ip_addresses = identity.ip_addresses;
@@ -93,22 +128,31 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
       source = ReadPairFromFiles(options.cert_file, options.key_file, options.ca_file);
     }
     if (!source) {
-      return CouldNotRun(source.error().message());
+      return could_not_run(source.error().message());
     }
     report.validation = pki::Validate(*source, policy, clock.Now());
   } else {
     auto checked = controller::CheckSecret(*cluster->client, cluster->ns, options.secret_name,
                                            policy, clock.Now());
     if (!checked) {
-      return CouldNotRun(checked.error().message());
+      return could_not_run(checked.error().message());
     }
     report = std::move(*checked);
   }
   if (cluster && !options.targets.empty()) {
     if (auto checked = controller::CheckTargets(*cluster->client, options.targets, report);
         !checked) {
-      return CouldNotRun(checked.error().message());
+      return could_not_run(checked.error().message());
     }
+    // What the API server would dial, read with the user's own credentials.
+    if (auto checked = controller::CheckServices(*cluster->client, report); !checked) {
+      return could_not_run(checked.error().message());
+    }
+  }
+  if (!HasIdentity(options.identity) && options.targets.empty()) {
+    report.notes.push_back(
+        "no SAN was checked: name what the certificate must cover with --service, --dns-name "
+        "or --ip, or give the targets whose calls it must serve");
   }
 
   if (options.output == "json") {

@@ -31,6 +31,14 @@ struct CheckOptions {
 
 CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options);
 
+// Whether a command line that failed to parse asked `check` for JSON (`-o json`, `-ojson`,
+// `--output json`, `--output=json` after the word check): its usage error is then a JSON
+// document on stdout too.
+bool CheckWantsJson(int argc, char** argv);
+
+// With -o json: the document for an error that stopped the check, {"ok": false, "error"}.
+void PrintCheckError(const std::string& message);
+
 // Exit 0 healthy, 1 findings, 2 could not run (bad flags, unreadable file, API unreachable,
 // unauthorized or forbidden).
 int RunCheck(const CheckOptions& options, const Environment& env, const Clock& clock);

@@ -34,6 +34,7 @@ nlohmann::ordered_json CheckReportToJson(const controller::CheckReport& report) 
     targets.push_back({{"kind", target.kind},
                        {"name", target.name},
                        {"webhook", target.webhook},
+                       {"calls", target.calls},
                        {"ok", target.ok}});
   }
   nlohmann::ordered_json findings = nlohmann::ordered_json::array();
@@ -51,7 +52,12 @@ nlohmann::ordered_json CheckReportToJson(const controller::CheckReport& report) 
                                         : nlohmann::ordered_json(nullptr)}}},
       {"targets", std::move(targets)},
       {"findings", std::move(findings)},
+      {"notes", report.notes},
   };
+}
+
+nlohmann::ordered_json CheckErrorToJson(const std::string& message) {
+  return {{"ok", false}, {"error", message}};
 }
 
 std::string CheckReportToText(const controller::CheckReport& report) {
@@ -69,14 +75,17 @@ std::string CheckReportToText(const controller::CheckReport& report) {
              FormatRfc3339(validation.leaf->not_after);
     }
     if (!report.targets.empty()) {
-      out += ", " + std::to_string(report.targets.size()) + " caBundle(s) up to date";
+      out += ", " + std::to_string(report.targets.size()) +
+             " caBundle(s) up to date, every name they call covered";
     }
     out += "\n";
-    return out;
   }
   for (const Finding& finding : findings) {
     out += finding.object + ": " + finding.message + " [" +
            std::string(FindingCodeName(finding.code)) + "]\n";
+  }
+  for (const std::string& note : report.notes) {
+    out += "note: " + note + "\n";
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "certctl/controller/callable.h"
 #include "certctl/controller/converge.h"
 #include "certctl/controller/secret.h"
 #include "certctl/util/duration.h"
@@ -154,8 +155,10 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   converge.on_secret = [&](const controller::SecretOutcome& outcome) {
     LogSecret(outcome, secret_object, took());
   };
+  std::optional<std::vector<controller::TargetObject>> injected_targets;
   converge.on_inject = [&](const controller::InjectOutcome& outcome) {
     LogInjected(outcome, took());
+    injected_targets = outcome.targets;
   };
   auto outcome = controller::Converge(*cluster->client, spec, options.targets, converge, clock);
   if (!outcome) {
@@ -166,6 +169,16 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
         "{}: the CA rotation waits for the targets to trust the new CA; the inject "
         "phase (or a running controller) injects it and moves the server certificate",
         secret_object);
+  }
+  // The bundle is in place; whether the API server can call what the targets name is the
+  // last word (SPEC 4a), so a Helm install fails now rather than at its first admission call.
+  if (inject && injected_targets && outcome->validation.leaf) {
+    const std::vector<Finding> findings =
+        controller::CallFindings(*injected_targets, *outcome->validation.leaf);
+    if (!findings.empty()) {
+      return Failed("the CA bundle is injected, but the API server cannot call every target: " +
+                    JoinFindings(findings));
+    }
   }
   return kExitOk;
 }

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "certctl/controller/callable.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
 #include "certctl/pki/certificate.h"
@@ -46,6 +47,7 @@ std::vector<Finding> CheckReport::AllFindings() const {
   std::vector<Finding> findings = other_findings;
   const std::vector<Finding> validation_findings = validation.AllFindings();
   findings.insert(findings.begin(), validation_findings.begin(), validation_findings.end());
+  findings.insert(findings.end(), call_findings.begin(), call_findings.end());
   return findings;
 }
 
@@ -85,10 +87,14 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
     if (!slots) {
       report.other_findings.push_back(
           {FindingCode::kCaBundleMismatch, object, slots.error().message()});
-      report.targets.push_back({kind, name, "", false, ""});
+      report.targets.push_back({kind, name, "", false, "", "", {}});
       continue;
     }
-    for (const inject::BundleSlot& slot : *slots) {
+    const pki::CertificateInfo* leaf =
+        report.validation.leaf ? &*report.validation.leaf : nullptr;
+    std::vector<CallVerdict> calls = JudgeCalls(target, leaf);
+    for (std::size_t i = 0; i < slots->size(); ++i) {
+      const inject::BundleSlot& slot = (*slots)[i];
       const std::string problem =
           have_ca ? BundleProblem(slot.bundle, required) : BundleProblem(slot.bundle, {});
       if (!problem.empty()) {
@@ -96,7 +102,19 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
             {FindingCode::kCaBundleMismatch,
              slot.webhook.empty() ? object : object + " webhook " + slot.webhook, problem});
       }
-      report.targets.push_back({kind, name, slot.webhook, have_ca && problem.empty(), slot.bundle});
+      TargetStatus status{kind, name, slot.webhook, have_ca && problem.empty(), slot.bundle, "",
+                          {}};
+      // The endpoints line up with the slots: both are read in document order.
+      if (i < calls.size()) {
+        CallVerdict& call = calls[i];
+        status.calls = call.endpoint.problem.empty() ? call.endpoint.Calls() : "";
+        status.endpoint = std::move(call.endpoint);
+        if (call.finding) {
+          status.ok = false;
+          report.call_findings.push_back(std::move(*call.finding));
+        }
+      }
+      report.targets.push_back(std::move(status));
     }
   }
   report.other_findings.insert(report.other_findings.end(), targets->missing.begin(),

@@ -117,6 +117,7 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
                               kube::OptionalString(target.object, "/metadata/uid", object)
                                   .value_or(std::nullopt)
                                   .value_or("")};
+    outcome.targets.push_back(target);
     auto changed = InjectInto(client, std::move(target), bundle_pem);
     if (!changed) {
       return Fail(changed.error());

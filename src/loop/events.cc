@@ -7,7 +7,8 @@
 namespace certctl::loop {
 
 kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view reason,
-                     std::string_view message, const std::string& instance, TimePoint now) {
+                     std::string_view message, const std::string& instance, TimePoint now,
+                     EventType type) {
   const std::string ns = about.ns.empty() ? kClusterEventsNamespace : about.ns;
   const auto nanoseconds =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
@@ -28,7 +29,7 @@ kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view 
           {"involvedObject", std::move(involved)},
           {"reason", reason},
           {"message", message},
-          {"type", "Normal"},
+          {"type", type == EventType::kWarning ? "Warning" : "Normal"},
           {"source", {{"component", "certctl"}}},
           {"reportingComponent", "certctl"},
           {"reportingInstance", instance},

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "certctl/certdir/cert_dir.h"
+#include "certctl/controller/callable.h"
 #include "certctl/controller/inject.h"
 #include "certctl/controller/secret.h"
 #include "certctl/pki/validate.h"
@@ -101,6 +102,9 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
     return injected ? Result<PassReport>(std::move(report))
                     : FailedAfterWrites(std::move(report), injected.error());
   }
+  if (secret->validation.leaf) {
+    report.call_findings = controller::CallFindings((*injected)->targets, *secret->validation.leaf);
+  }
   if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
     // Step 2 only once every target reads back the new bundle: a second look, which must find
     // nothing left to write.
@@ -169,6 +173,7 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   if (auto checked = controller::CheckTargets(client, config.targets, check); !checked) {
     return Fail(checked.error());
   }
+  report.call_findings = std::move(check.call_findings);
   if (!check.other_findings.empty()) {
     report.not_ready =
         "waiting for the leader to inject the bundle: " + JoinFindings(check.other_findings);

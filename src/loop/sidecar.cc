@@ -99,7 +99,16 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
       rotations(registry.Counter("certctl_rotations_total",
                                  "Rotations this replica carried out, by kind: ca (a new CA, "
                                  "counted at step 1 or when replaced at once) or leaf.",
-                                 {"kind"})) {}
+                                 {"kind"})),
+      call_findings(registry.Gauge("certctl_target_call_findings",
+                                   "Target entries the API server could not call as they stand, "
+                                   "by finding code: target-name-not-covered (the certificate "
+                                   "does not name what the entry calls) or target-invalid.",
+                                   {"code"})) {
+  for (FindingCode code : {FindingCode::kTargetNameNotCovered, FindingCode::kTargetInvalid}) {
+    call_findings.Set({std::string(FindingCodeName(code))}, 0);
+  }
+}
 
 Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
                  SidecarMetrics& metrics, LogSink log)
@@ -152,14 +161,16 @@ std::optional<std::string> Sidecar::NotReady(const std::set<std::string>& exclud
 
 std::vector<ReadinessCheck> Sidecar::Readiness() const {
   const std::lock_guard lock(state_mutex_);
-  std::vector<ReadinessCheck> checks{certificate_};
+  std::vector<ReadinessCheck> checks{certificate_, callable_};
   if (serving_) {
     checks.push_back(*serving_);
   }
   return checks;
 }
 
-bool Sidecar::ReadyLocked() const { return certificate_.ok && (!serving_ || serving_->ok); }
+bool Sidecar::ReadyLocked() const {
+  return certificate_.ok && callable_.ok && (!serving_ || serving_->ok);
+}
 
 bool Sidecar::Alive() const {
   return Millis(clock_.Monotonic()) - heartbeat_.load() < kAliveWithin.count();
@@ -354,6 +365,50 @@ void Sidecar::SetServingReadiness(bool ready, const std::string& reason) {
   PublishReadiness(was_ready);
 }
 
+void Sidecar::SetCallableReadiness(const std::vector<Finding>& findings, Role role) {
+  std::map<FindingCode, int> counts{{FindingCode::kTargetNameNotCovered, 0},
+                                    {FindingCode::kTargetInvalid, 0}};
+  for (const Finding& finding : findings) {
+    ++counts[finding.code];
+  }
+  for (const auto& [code, count] : counts) {
+    metrics_.call_findings.Set({std::string(FindingCodeName(code))}, count);
+  }
+  {
+    const std::lock_guard lock(state_mutex_);
+    const bool was_ready = ReadyLocked();
+    const std::string reason = JoinFindings(findings);
+    if (!findings.empty() && reason != callable_.reason) {
+      log_(LogLevel::kWarning, "the API server cannot call every target: " + reason);
+    }
+    callable_.ok = findings.empty();
+    callable_.reason = reason;
+    PublishReadiness(was_ready);
+  }
+  // One Warning Event per distinct finding, not one per pass; a finding that clears and
+  // comes back is told again.
+  std::set<std::string> current;
+  std::vector<kube::Json> events;
+  const auto& secret = config_.pass.secret;
+  for (const Finding& finding : findings) {
+    const std::string key = finding.object + ": " + finding.message;
+    current.insert(key);
+    if (role == Role::kLeader && !warned_calls_.contains(key)) {
+      events.push_back(MakeEvent({"v1", "Secret", secret.ns, secret.name, ""},
+                                 finding.code == FindingCode::kTargetNameNotCovered
+                                     ? "TargetNameNotCovered"
+                                     : "TargetInvalid",
+                                 key, config_.instance, clock_.Now(), EventType::kWarning));
+    }
+  }
+  warned_calls_ = role == Role::kLeader ? std::move(current) : std::set<std::string>();
+  for (const kube::Json& event : events) {
+    if (auto recorded = RecordEvent(client_, event); !recorded) {
+      WarnRateLimited("events", recorded.error().message());
+    }
+  }
+}
+
 void Sidecar::PublishReadiness(bool was_ready) {
   const bool ready = ReadyLocked();
   metrics_.ready.Set({}, ready ? 1 : 0);
@@ -363,9 +418,12 @@ void Sidecar::PublishReadiness(bool was_ready) {
   if (ready) {
     log_(LogLevel::kInfo, "ready");
   } else {
-    const ReadinessCheck& failing = certificate_.ok ? *serving_ : certificate_;
+    const ReadinessCheck& failing = !certificate_.ok ? certificate_
+                                    : !callable_.ok  ? callable_
+                                                     : *serving_;
     log_(LogLevel::kInfo,
-         "not ready: " + (certificate_.ok ? "serving: " : std::string()) + failing.reason);
+         "not ready: " + (failing.name == "certificate" ? std::string() : failing.name + ": ") +
+             failing.reason);
   }
 }
 
@@ -463,6 +521,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     if (report->ca_not_after && (!valid_until_ || *report->ca_not_after < *valid_until_)) {
       valid_until_ = report->ca_not_after;
     }
+  }
+  if (report->call_findings) {
+    SetCallableReadiness(*report->call_findings, role);
   }
   SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles));
   // After readiness: hundreds of Events (one per repaired target) must not hold it back.

@@ -1,6 +1,8 @@
 #include "certctl/pki/names.h"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <cctype>
 #include <string>
 
@@ -116,6 +118,110 @@ Status ValidateIpAddress(std::string_view text) {
     return {};
   }
   return Fail(ErrorCode::kInvalidArgument, "not an IPv4 or IPv6 address");
+}
+
+namespace {
+
+// An IPv4 or IPv6 address as 16 bytes (IPv4 mapped into IPv6, so the two spellings of one
+// address compare equal, as Go's net.IP.Equal has it); nullopt when `text` is neither.
+std::optional<std::array<unsigned char, 16>> ParseIp(std::string_view text) {
+  const std::string address(text);
+  std::array<unsigned char, 16> bytes{};
+  if (inet_pton(AF_INET6, address.c_str(), bytes.data()) == 1) {
+    return bytes;
+  }
+  unsigned char v4[4];
+  if (inet_pton(AF_INET, address.c_str(), v4) != 1) {
+    return std::nullopt;
+  }
+  bytes.fill(0);
+  bytes[10] = 0xff;
+  bytes[11] = 0xff;
+  std::copy(std::begin(v4), std::end(v4), bytes.begin() + 12);
+  return bytes;
+}
+
+std::vector<std::string_view> Labels(std::string_view name) {
+  std::vector<std::string_view> labels;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = name.find('.', start);
+    labels.push_back(name.substr(start, dot == std::string_view::npos ? dot : dot - start));
+    if (dot == std::string_view::npos) {
+      return labels;
+    }
+    start = dot + 1;
+  }
+}
+
+// Go's validHostname: labels of letters, digits, '_' and non-leading '-'; a pattern may
+// start with a whole "*" label; a host may end in one dot.
+bool GoValidHostname(std::string_view name, bool pattern) {
+  if (!pattern && !name.empty() && name.back() == '.') {
+    name.remove_suffix(1);
+  }
+  if (name.empty() || name == "*") {
+    return false;
+  }
+  const std::vector<std::string_view> labels = Labels(name);
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const std::string_view label = labels[i];
+    if (label.empty()) {
+      return false;
+    }
+    if (pattern && i == 0 && label == "*") {
+      continue;
+    }
+    for (std::size_t j = 0; j < label.size(); ++j) {
+      const char c = label[j];
+      if (IsAlnum(c) || c == '_' || (c == '-' && j != 0)) {
+        continue;
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+bool MatchPattern(std::string_view pattern, std::string_view host) {
+  const std::string lower_pattern = Lower(pattern);
+  const std::string lower_host = StripTrailingDot(Lower(host));
+  if (lower_pattern.empty() || lower_host.empty()) {
+    return false;
+  }
+  const std::vector<std::string_view> pattern_labels = Labels(lower_pattern);
+  const std::vector<std::string_view> host_labels = Labels(lower_host);
+  if (pattern_labels.size() != host_labels.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < pattern_labels.size(); ++i) {
+    if (!(i == 0 && pattern_labels[i] == "*") && pattern_labels[i] != host_labels[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SansCoverHost(const std::vector<std::string>& dns_sans,
+                   const std::vector<std::string>& ip_sans, std::string_view host) {
+  std::string_view candidate_ip = host;
+  if (candidate_ip.size() >= 3 && candidate_ip.front() == '[' && candidate_ip.back() == ']') {
+    candidate_ip = candidate_ip.substr(1, candidate_ip.size() - 2);
+  }
+  if (auto ip = ParseIp(candidate_ip)) {
+    // An IP host matches IP SANs only (RFC 6125, appendix B.2).
+    return std::any_of(ip_sans.begin(), ip_sans.end(),
+                       [&](const std::string& san) { return ParseIp(san) == ip; });
+  }
+  const bool valid_host = GoValidHostname(host, /*pattern=*/false);
+  return std::any_of(dns_sans.begin(), dns_sans.end(), [&](const std::string& san) {
+    if (valid_host && GoValidHostname(san, /*pattern=*/true)) {
+      return MatchPattern(san, host);
+    }
+    // Anything else matches only to the letter (case aside), never by wildcard or dot.
+    return !san.empty() && san != "." && !host.empty() && host != "." && Lower(san) == Lower(host);
+  });
 }
 
 std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity) {

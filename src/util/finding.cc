@@ -6,7 +6,7 @@
 namespace certctl {
 namespace {
 
-constexpr std::array<std::pair<FindingCode, std::string_view>, 15> kNames = {{
+constexpr std::array<std::pair<FindingCode, std::string_view>, 20> kNames = {{
     {FindingCode::kMissing, "missing"},
     {FindingCode::kUnparsable, "unparsable"},
     {FindingCode::kExpired, "expired"},
@@ -22,6 +22,11 @@ constexpr std::array<std::pair<FindingCode, std::string_view>, 15> kNames = {{
     {FindingCode::kWrongType, "wrong-type"},
     {FindingCode::kCaBundleMismatch, "ca-bundle-mismatch"},
     {FindingCode::kTargetMissing, "target-missing"},
+    {FindingCode::kTargetNameNotCovered, "target-name-not-covered"},
+    {FindingCode::kTargetInvalid, "target-invalid"},
+    {FindingCode::kServiceMissing, "service-missing"},
+    {FindingCode::kServicePortMissing, "service-port-missing"},
+    {FindingCode::kNoReadyEndpoints, "no-ready-endpoints"},
 }};
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "certctl/inject/called_names.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/validate.h"
 #include "certctl/util/clock.h"
@@ -28,8 +29,12 @@ struct TargetStatus {
   std::string kind;  // "ValidatingWebhookConfiguration", ...
   std::string name;
   std::string webhook;  // entry name inside a webhook configuration, else empty
-  bool ok = false;
-  std::string bundle;  // the caBundle as read (decoded PEM); empty when absent or unreadable
+  bool ok = false;      // the bundle, the name called and (when read) the Service all hold
+  std::string bundle;   // the caBundle as read (decoded PEM); empty when absent or unreadable
+  std::string calls;    // what the API server calls: "hook.infra.svc" or the URL; empty when
+                        // the entry names nothing callable
+  // Where the API server's call lands, and how the entry is named in findings.
+  inject::CalledEndpoint endpoint;
 };
 
 // The outcome of `certctl check`, whatever the source.
@@ -37,7 +42,13 @@ struct CheckReport {
   std::string source;  // "dir /etc/certs", "files a b c", "secret ns/name"
   pki::ValidationReport validation;
   std::vector<TargetStatus> targets;
-  std::vector<Finding> other_findings;  // about the source object or the targets
+  std::vector<Finding> other_findings;  // about the source object or the targets' caBundles
+  // What the API server would find calling the targets (SPEC 4a): names not covered, the
+  // Services they call.
+  std::vector<Finding> call_findings;
+  // What the report could not judge, said so that silence is not read as a pass: no SAN
+  // checked, a Service the credentials may not read.
+  std::vector<std::string> notes;
 
   std::vector<Finding> AllFindings() const;
   bool ok() const { return AllFindings().empty(); }
@@ -48,9 +59,10 @@ struct CheckReport {
 Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::string_view name,
                                 const pki::ValidationPolicy& policy, TimePoint now);
 
-// Reads every selected target (GET and LIST only) and adds to `report` a status per caBundle
-// and a finding for each target that is missing or lacks the CA that issued the leaf of
-// report.validation.
+// Reads every selected target (GET and LIST only) and adds to `report` a status per caBundle,
+// a finding for each target that is missing or lacks the CA that issued the leaf of
+// report.validation, and a call finding for each entry whose called name the leaf does not
+// cover or that names nothing callable.
 Status CheckTargets(kube::Client& client, const TargetSelection& selection, CheckReport& report);
 
 }  // namespace certctl::controller

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "certctl/controller/check.h"
+#include "certctl/controller/targets.h"
 #include "certctl/kube/client.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/result.h"
@@ -40,6 +41,8 @@ struct InjectOutcome {
   std::vector<std::string> patched;                 // "validatingwebhookconfiguration/x", ...
   std::vector<ObjectReference> patched_references;  // the same objects, for Events
   std::vector<std::string> missing;  // left out (leave_out_missing): objects, selectors
+  // Every target found, as read before its caBundle was written: what its entries call.
+  std::vector<TargetObject> targets;
 };
 
 // Puts `bundle_pem` into every caBundle of every selected target, writing only objects whose

@@ -28,6 +28,9 @@ struct ResourceType {
 };
 
 inline constexpr ResourceType kSecrets{"", "v1", "secrets", "Secret", true};
+inline constexpr ResourceType kServices{"", "v1", "services", "Service", true};
+inline constexpr ResourceType kEndpointSlices{"discovery.k8s.io", "v1", "endpointslices",
+                                              "EndpointSlice", true};
 inline constexpr ResourceType kEvents{"", "v1", "events", "Event", true};
 inline constexpr ResourceType kLeases{"coordination.k8s.io", "v1", "leases", "Lease", true};
 inline constexpr ResourceType kValidatingWebhookConfigurations{

@@ -13,12 +13,16 @@ namespace certctl::loop {
 // Where events about cluster-scoped objects live: the API server takes them nowhere else.
 inline constexpr char kClusterEventsNamespace[] = "default";
 
-// A core/v1 Event of type Normal about `about`, in the object's namespace (or
+// Normal: what certctl did; Warning: what stops the webhook from working.
+enum class EventType { kNormal, kWarning };
+
+// A core/v1 Event of `type` about `about`, in the object's namespace (or
 // kClusterEventsNamespace for a cluster-scoped one), where `kubectl describe` finds it by
 // involvedObject. Named "<object>.<nanoseconds in hex>" as client-go names events, so a
 // retried create meets AlreadyExists instead of recording the event twice.
 kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view reason,
-                     std::string_view message, const std::string& instance, TimePoint now);
+                     std::string_view message, const std::string& instance, TimePoint now,
+                     EventType type = EventType::kNormal);
 
 // Creates the event. Events are for people reading `kubectl describe`: a failure is
 // returned for the log, never for the reconcile.

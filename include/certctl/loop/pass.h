@@ -10,6 +10,7 @@
 #include "certctl/controller/inject.h"
 #include "certctl/kube/client.h"
 #include "certctl/util/clock.h"
+#include "certctl/util/finding.h"
 #include "certctl/util/result.h"
 
 namespace certctl::loop {
@@ -46,6 +47,11 @@ struct PassReport {
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events
   std::optional<TimePoint> ca_not_after;                        // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;
+  // What the API server would find calling the targets (SPEC 4a): entries whose called name
+  // the leaf does not cover, or that name nothing callable. Judged whenever the targets were
+  // read (nullopt: they were not); readiness fails on them apart from `ready`, which is
+  // about the certificate.
+  std::optional<std::vector<Finding>> call_findings;
   // When ready: the distinct caBundles the targets hold (decoded PEM), what the API server
   // will trust when it calls the webhook.
   std::vector<std::string> target_bundles;

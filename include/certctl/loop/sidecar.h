@@ -37,7 +37,7 @@ struct ServingCheck {
 
 // One named part of readiness, as /readyz?verbose lists it.
 struct ReadinessCheck {
-  std::string name;  // "certificate", "serving"
+  std::string name;  // "certificate", "callable", "serving"
   bool ok = false;
   std::string reason;  // why not, when not ok
 };
@@ -66,6 +66,8 @@ struct SidecarMetrics {
   metrics::Family& api_requests;    // {method, code}: "error" when no response came
   metrics::Family& rotation_phase;  // {secret}: 0 none, 1 trusting, 2 overlapping
   metrics::Family& rotations;       // {kind="ca"|"leaf"}: rotations this replica started
+  // {code}: target entries the API server could not call (target-name-not-covered, ...).
+  metrics::Family& call_findings;
 };
 
 // The sidecar controller: watches the Secret and every target, runs one reconcile pass at
@@ -91,7 +93,8 @@ class Sidecar {
   // Readiness: nothing when every check not `excluded` holds, else why not (the first
   // failing check's reason). Thread-safe and never blocks on a pass or a handshake.
   //  - certificate: the Secret holds a valid pair, the folder serves it, every target holds
-  //    the bundle (what the ready file and a startup probe wait for);
+  //    the bundle (what the ready file waits for);
+  //  - callable: the certificate names what every target entry calls (SPEC 4a);
   //  - serving (with SidecarConfig::serving): the webhook's listener verifies against the
   //    targets' caBundles.
   std::optional<std::string> NotReady(const std::set<std::string>& excluded = {}) const;
@@ -124,6 +127,9 @@ class Sidecar {
   void SetCertificateReadiness(bool ready, const std::string& reason,
                                std::vector<std::string> target_bundles);
   void SetServingReadiness(bool ready, const std::string& reason);
+  // The `callable` check from a pass's call findings, with their metric; the leader records
+  // a Warning Event for each finding it has not told since the findings last cleared.
+  void SetCallableReadiness(const std::vector<Finding>& findings, Role role);
   // After either check changed: the ready gauge and the log line. Needs state_mutex_.
   void PublishReadiness(bool was_ready);
   bool ReadyLocked() const;
@@ -149,6 +155,8 @@ class Sidecar {
 
   mutable std::mutex state_mutex_;
   ReadinessCheck certificate_{"certificate", false, "starting"};
+  ReadinessCheck callable_{"callable", false, "waiting for the targets to be read"};
+  std::set<std::string> warned_calls_;  // call findings told in a Warning Event (loop thread)
   std::optional<ReadinessCheck> serving_;    // with SidecarConfig::serving
   bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake

@@ -38,4 +38,12 @@ Status ValidateDnsName(std::string_view name, Wildcard wildcard);
 // kInvalidArgument with the reason when `text` is not a textual IPv4 or IPv6 address.
 Status ValidateIpAddress(std::string_view text);
 
+// Whether a certificate with these SANs passes the host name check of Go's TLS client, the
+// one the API server makes when it calls a webhook (RFC 6125): an IP host (IPv6 possibly in
+// brackets) matches an equal IP SAN only; a DNS host matches a DNS SAN case-insensitively,
+// a trailing dot ignored, where a SAN's first label may be exactly "*" standing for one
+// whole label. The subject's common name is never read. `ip_sans` are textual addresses.
+bool SansCoverHost(const std::vector<std::string>& dns_sans,
+                   const std::vector<std::string>& ip_sans, std::string_view host);
+
 }  // namespace certctl::pki

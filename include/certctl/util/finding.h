@@ -25,6 +25,12 @@ enum class FindingCode {
   kWrongType,         // Secret type is not kubernetes.io/tls
   kCaBundleMismatch,  // a target's caBundle lacks the CA that issued the leaf
   kTargetMissing,     // a named target does not exist
+  // What the API server will find when it calls a target (SPEC 4a):
+  kTargetNameNotCovered,  // a name a target calls is not among the leaf's SANs
+  kTargetInvalid,         // a target's clientConfig names nothing the API server can call
+  kServiceMissing,        // the Service a target calls does not exist
+  kServicePortMissing,    // the Service lacks the port the target calls
+  kNoReadyEndpoints,      // the Service has no ready endpoint for that port
 };
 
 std::string_view FindingCodeName(FindingCode code);

@@ -205,11 +205,13 @@ TEST(Sidecar, TheServingCheckWaitsForTheWebhookToServeATrustedCertificate) {
   })) << running.sidecar().NotReady().value_or("ready");
   EXPECT_EQ(running.metrics().ready.Value({}), 0);
   const auto checks = running.sidecar().Readiness();
-  ASSERT_EQ(checks.size(), 2U);
+  ASSERT_EQ(checks.size(), 3U);
   EXPECT_EQ(checks[0].name, "certificate");
   EXPECT_TRUE(checks[0].ok);
-  EXPECT_EQ(checks[1].name, "serving");
-  EXPECT_FALSE(checks[1].ok);
+  EXPECT_EQ(checks[1].name, "callable");
+  EXPECT_TRUE(checks[1].ok);
+  EXPECT_EQ(checks[2].name, "serving");
+  EXPECT_FALSE(checks[2].ok);
 
   // The webhook loads what certctl wrote to the folder.
   const auto files = certdir::ReadServingFiles(dir / "tls").value().value();

@@ -1,0 +1,285 @@
+#include "certctl/controller/callable.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "certctl/kube/object.h"
+#include "certctl/pki/names.h"
+#include "certctl/util/text.h"
+
+namespace certctl::controller {
+namespace {
+
+// A message lists this many of the leaf's names before it says how many more there are.
+constexpr std::size_t kNamesShown = 6;
+// A Service finding lists this many calling entries before it says how many more.
+constexpr std::size_t kCallersShown = 3;
+// Names from the cluster are shown on one line and cut at this length.
+constexpr std::size_t kMaxShown = 256;
+
+std::string Shown(std::string_view text) { return OneLine(text, kMaxShown); }
+
+std::string LeafNames(const pki::CertificateInfo& leaf) {
+  std::vector<std::string> names = leaf.dns_names;
+  names.insert(names.end(), leaf.ip_addresses.begin(), leaf.ip_addresses.end());
+  if (names.empty()) {
+    return "it names no DNS name or IP address";
+  }
+  std::string text = "it names ";
+  for (std::size_t i = 0; i < names.size() && i < kNamesShown; ++i) {
+    text += (i == 0 ? "" : ", ") + Shown(names[i]);
+  }
+  if (names.size() > kNamesShown) {
+    text += " and " + std::to_string(names.size() - kNamesShown) + " more";
+  }
+  return text;
+}
+
+// An entry as findings name it, with the object it belongs to.
+std::string Caller(const TargetStatus& status) {
+  std::string kind = status.kind;
+  std::transform(kind.begin(), kind.end(), kind.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return kind + "/" + status.name + " " + EntryLabel(status.endpoint);
+}
+
+std::string Callers(const std::vector<TargetStatus*>& callers) {
+  std::string text;
+  for (std::size_t i = 0; i < callers.size() && i < kCallersShown; ++i) {
+    text += (i == 0 ? "" : ", ") + Caller(*callers[i]);
+  }
+  if (callers.size() > kCallersShown) {
+    text += " and " + std::to_string(callers.size() - kCallersShown) + " more";
+  }
+  return text;
+}
+
+// An EndpointSlice endpoint is ready unless its conditions say otherwise (absent means ready,
+// as the EndpointSlice API defines it).
+Result<int> ReadyEndpoints(const kube::Json& slice, const std::string& port_name,
+                           std::string_view what) {
+  auto ports = kube::OptionalArray(slice, "/ports", what);
+  if (!ports) {
+    return Fail(ports.error());
+  }
+  // A slice without ports serves every port of the Service; with ports, the Service port is
+  // matched by name ("" for a Service with one unnamed port).
+  if (*ports != nullptr && !(*ports)->empty()) {
+    bool serves = false;
+    for (const kube::Json& port : **ports) {
+      auto name = kube::OptionalString(port, "/name", what);
+      if (!name) {
+        return Fail(name.error());
+      }
+      serves = serves || name->value_or("") == port_name;
+    }
+    if (!serves) {
+      return 0;
+    }
+  }
+  auto endpoints = kube::OptionalArray(slice, "/endpoints", what);
+  if (!endpoints) {
+    return Fail(endpoints.error());
+  }
+  int ready = 0;
+  if (*endpoints == nullptr) {
+    return ready;
+  }
+  for (const kube::Json& endpoint : **endpoints) {
+    const kube::Json* conditions = nullptr;
+    if (endpoint.is_object()) {
+      auto it = endpoint.find("conditions");
+      conditions = it != endpoint.end() && it->is_object() ? &*it : nullptr;
+    }
+    const bool not_ready = conditions != nullptr && conditions->contains("ready") &&
+                           (*conditions)["ready"].is_boolean() &&
+                           !(*conditions)["ready"].get<bool>();
+    ready += not_ready ? 0 : 1;
+  }
+  return ready;
+}
+
+}  // namespace
+
+std::string EntryLabel(const inject::CalledEndpoint& endpoint) {
+  if (endpoint.field.rfind("webhooks[", 0) == 0) {
+    std::string label = "webhooks[" + std::to_string(endpoint.index) + "]";
+    return endpoint.entry.empty() ? label : label + " (" + Shown(endpoint.entry) + ")";
+  }
+  if (endpoint.field == "spec") {
+    return "spec.service";
+  }
+  return "spec.conversion.webhook";
+}
+
+std::vector<CallVerdict> JudgeCalls(const TargetObject& target, const pki::CertificateInfo* leaf) {
+  const std::string object = TargetObjectName(target.kind, target.name);
+  std::vector<CallVerdict> verdicts;
+  for (inject::CalledEndpoint& endpoint : inject::ReadCalledEndpoints(target.kind, target.object)) {
+    CallVerdict verdict;
+    if (!endpoint.problem.empty()) {
+      verdict.finding =
+          Finding{FindingCode::kTargetInvalid, object, Shown(endpoint.problem)};
+    } else if (leaf != nullptr && endpoint.verified &&
+               !pki::SansCoverHost(leaf->dns_names, leaf->ip_addresses, endpoint.host)) {
+      std::string message = EntryLabel(endpoint) + " calls ";
+      if (endpoint.url.empty()) {
+        message += Shown(endpoint.host) + ", which the certificate does not name";
+      } else {
+        message += Shown(endpoint.url) + ", whose host " + Shown(endpoint.host) +
+                   " the certificate does not name";
+      }
+      verdict.finding = Finding{FindingCode::kTargetNameNotCovered, object,
+                                message + " (" + LeafNames(*leaf) + ")"};
+    }
+    verdict.endpoint = std::move(endpoint);
+    verdicts.push_back(std::move(verdict));
+  }
+  return verdicts;
+}
+
+std::vector<Finding> CallFindings(const std::vector<TargetObject>& targets,
+                                  const pki::CertificateInfo& leaf) {
+  std::vector<Finding> findings;
+  for (const TargetObject& target : targets) {
+    for (CallVerdict& verdict : JudgeCalls(target, &leaf)) {
+      if (verdict.finding) {
+        findings.push_back(std::move(*verdict.finding));
+      }
+    }
+  }
+  return findings;
+}
+
+Status CheckServices(kube::Client& client, CheckReport& report) {
+  // Every status calling one Service, by Service; then by port within it.
+  std::map<std::pair<std::string, std::string>, std::map<std::int64_t, std::vector<TargetStatus*>>>
+      services;
+  for (TargetStatus& status : report.targets) {
+    if (status.endpoint.service) {
+      const inject::ServiceReference& service = *status.endpoint.service;
+      services[{service.ns, service.name}][service.port].push_back(&status);
+    }
+  }
+  const auto refused = [&](const std::string& what, const Error& error) {
+    report.notes.push_back("could not read " + what + " (" + error.message() +
+                           "), so whether the API server can reach it was not checked");
+  };
+  for (auto& [key, ports] : services) {
+    const auto& [ns, name] = key;
+    const std::string object = "service/" + ns + "/" + name;
+    std::vector<TargetStatus*> all_callers;
+    for (auto& [port, callers] : ports) {
+      all_callers.insert(all_callers.end(), callers.begin(), callers.end());
+    }
+    const auto fail_callers = [](const std::vector<TargetStatus*>& callers) {
+      for (TargetStatus* caller : callers) {
+        caller->ok = false;
+      }
+    };
+    auto service = client.Get(kube::kServices, ns, name);
+    if (!service) {
+      if (service.error().code() == ErrorCode::kPermissionDenied) {
+        refused(object, service.error());
+        continue;
+      }
+      return Fail(service.error().Wrap("get " + object));
+    }
+    if (!service->has_value()) {
+      report.call_findings.push_back(
+          {FindingCode::kServiceMissing, object,
+           "does not exist; " +
+               Callers(all_callers) + " call" +
+               (all_callers.size() == 1 ? "s" : "") + " it"});
+      fail_callers(all_callers);
+      continue;
+    }
+    const kube::Json& stored = **service;
+    auto type = kube::OptionalString(stored, "/spec/type", object);
+    if (!type) {
+      return Fail(type.error());
+    }
+    auto service_ports = kube::OptionalArray(stored, "/spec/ports", object);
+    if (!service_ports) {
+      return Fail(service_ports.error());
+    }
+    // port -> its name, for the EndpointSlices.
+    std::map<std::int64_t, std::string> exposed;
+    if (*service_ports != nullptr) {
+      for (const kube::Json& port : **service_ports) {
+        auto number = kube::OptionalInteger(port, "/port", object);
+        auto port_name = kube::OptionalString(port, "/name", object);
+        if (!number || !port_name) {
+          return Fail(!number ? number.error() : port_name.error());
+        }
+        if (*number) {
+          exposed[**number] = port_name->value_or("");
+        }
+      }
+    }
+    // An ExternalName Service is a DNS alias: it has no ports or endpoints of its own.
+    const bool external = type->value_or("") == "ExternalName";
+    std::vector<std::pair<std::int64_t, std::vector<TargetStatus*>*>> reachable_ports;
+    for (auto& [port, callers] : ports) {
+      if (external) {
+        continue;
+      }
+      if (exposed.count(port) == 0) {
+        std::string have;
+        for (const auto& [number, port_name] : exposed) {
+          have += (have.empty() ? "" : ", ") + std::to_string(number);
+        }
+        report.call_findings.push_back(
+            {FindingCode::kServicePortMissing, object,
+             "has no port " + std::to_string(port) + " (" +
+                 (have.empty() ? std::string("it has none") : "it has " + have) + "); " +
+                 Callers(callers) + " call" +
+                 (callers.size() == 1 ? "s" : "") + " port " + std::to_string(port)});
+        fail_callers(callers);
+        continue;
+      }
+      reachable_ports.emplace_back(port, &callers);
+    }
+    if (reachable_ports.empty()) {
+      continue;
+    }
+    kube::ListOptions options;
+    options.label_selector = "kubernetes.io/service-name=" + name;
+    auto slices = client.List(kube::kEndpointSlices, ns, options);
+    if (!slices) {
+      if (slices.error().code() == ErrorCode::kPermissionDenied) {
+        refused("the EndpointSlices of " + object, slices.error());
+        continue;
+      }
+      return Fail(slices.error().Wrap("list endpointslices of " + object));
+    }
+    auto items = kube::OptionalArray(*slices, "/items", "endpointslices of " + object);
+    if (!items) {
+      return Fail(items.error());
+    }
+    for (auto& [port, callers] : reachable_ports) {
+      int ready = 0;
+      if (*items != nullptr) {
+        for (const kube::Json& slice : **items) {
+          auto count = ReadyEndpoints(slice, exposed[port], "endpointslice of " + object);
+          if (!count) {
+            return Fail(count.error());
+          }
+          ready += *count;
+        }
+      }
+      if (ready == 0) {
+        report.call_findings.push_back(
+            {FindingCode::kNoReadyEndpoints, object,
+             "has no ready endpoint for port " + std::to_string(port) +
+                 " (no EndpointSlice lists one), so the API server's calls from " +
+                 Callers(*callers) + " cannot connect"});
+        fail_callers(*callers);
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace certctl::controller
