@@ -77,6 +77,34 @@ void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags) {
   app.add_option("--ca-organization", flags.ca_organization, "Organization (O) of a new CA");
 }
 
+void AddServingAddressFlag(CLI::App& app, std::string& address, const std::string& description) {
+  app.add_option("--serving-addr", address, description)->type_name("HOST:PORT");
+}
+
+Result<std::optional<HostPort>> ParseServingAddress(const std::string& text) {
+  if (text.empty()) {
+    return std::optional<HostPort>();
+  }
+  auto parsed = ParseHostPort(text, "serving address");
+  if (!parsed) {
+    return Fail(ErrorCode::kInvalidArgument, "--serving-addr: " + parsed.error().message());
+  }
+  if (parsed->host.empty() || parsed->port == 0) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "--serving-addr: \"" + text +
+                    "\" needs a host and a port to connect to, like 127.0.0.1:9443");
+  }
+  return std::optional<HostPort>(*parsed);
+}
+
+void AddFailurePolicyOnceReadyFlag(CLI::App& app, std::string& policy) {
+  app.add_option("--failure-policy-once-ready", policy,
+                 "Once ready, set failurePolicy to this (only Fail) on every entry of the "
+                 "webhook configurations that has Ignore; never the other way; empty: off")
+      ->check(CLI::IsMember({"Fail"}))
+      ->type_name("POLICY");
+}
+
 pki::CaRequest MakeCaRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity) {
   pki::CaRequest request;
   if (!flags.ca_name.empty()) {

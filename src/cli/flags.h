@@ -10,6 +10,7 @@
 #include "certctl/pki/issue.h"
 #include "certctl/pki/key.h"
 #include "certctl/pki/names.h"
+#include "certctl/util/host_port.h"
 #include "certctl/util/result.h"
 
 namespace certctl::cli {
@@ -46,6 +47,15 @@ struct IssuanceFlags {
   std::string ca_organization;
 };
 void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags);
+
+// --serving-addr HOST:PORT: the webhook's own listener, for the handshake the API server
+// makes. Parse with ParseServingAddress: a usage error names the flag.
+void AddServingAddressFlag(CLI::App& app, std::string& address, const std::string& description);
+Result<std::optional<HostPort>> ParseServingAddress(const std::string& text);
+
+// --failure-policy-once-ready Fail (off when empty): set failurePolicy Fail on the webhook
+// entries with Ignore once certctl is ready.
+void AddFailurePolicyOnceReadyFlag(CLI::App& app, std::string& policy);
 
 pki::CaRequest MakeCaRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity);
 pki::LeafRequest MakeLeafRequest(const IssuanceFlags& flags, const pki::ServiceIdentity& identity);

@@ -6,6 +6,8 @@
 
 #include "certctl/controller/callable.h"
 #include "certctl/controller/converge.h"
+#include "certctl/controller/failure_policy.h"
+#include "certctl/probe/handshake.h"
 #include "certctl/controller/secret.h"
 #include "certctl/util/duration.h"
 
@@ -87,6 +89,24 @@ void LogInjected(const controller::InjectOutcome& outcome, const std::string& to
                outcome.slots, names, took);
 }
 
+// The API server's handshake with the webhook, tried until it verifies or `deadline`: the
+// webhook's pods may still be starting when a post-install hook runs.
+Status WaitForServing(const HostPort& address, const std::string& server_name,
+                      const std::string& bundle, TimePoint deadline, const Clock& clock) {
+  std::chrono::milliseconds retry{100};
+  for (;;) {
+    auto verified =
+        probe::VerifyHandshake(address, server_name, bundle, std::chrono::milliseconds(2000));
+    if (verified || clock.Now() >= deadline) {
+      return verified;
+    }
+    spdlog::debug("serving check: {}", verified.error().message());
+    clock.Sleep(std::min<std::chrono::milliseconds>(
+        retry, std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.Now())));
+    retry = std::min(retry * 2, std::chrono::milliseconds(1000));
+  }
+}
+
 }  // namespace
 
 CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
@@ -105,6 +125,12 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
                   "How long the job may take: waiting for targets that do not exist yet and "
                   "retrying failed API requests",
                   /*allow_zero=*/true);
+  AddServingAddressFlag(*command, options.serving_addr,
+                        "After injecting, wait (within --wait-for-targets) until a TLS handshake "
+                        "with the webhook (HOST:PORT, e.g. the Service's address) verifies "
+                        "against the injected caBundle for <service>.<namespace>.svc; exit 1 if "
+                        "it never does");
+  AddFailurePolicyOnceReadyFlag(*command, options.failure_policy_once_ready);
   return command;
 }
 
@@ -119,6 +145,16 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   }
   if (auto valid = CheckValidities(options.secret); !valid) {
     std::cerr << "certctl job: " << valid.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto serving_address = ParseServingAddress(options.serving_addr);
+  if (!serving_address) {
+    std::cerr << "certctl job: " << serving_address.error().message() << "\n";
+    return kExitUsage;
+  }
+  if (!inject && (*serving_address || !options.failure_policy_once_ready.empty())) {
+    std::cerr << "certctl job: --serving-addr and --failure-policy-once-ready belong to the "
+                 "inject phase (--phase inject or all), when the targets hold the bundle\n";
     return kExitUsage;
   }
 
@@ -178,6 +214,36 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
     if (!findings.empty()) {
       return Failed("the CA bundle is injected, but the API server cannot call every target: " +
                     JoinFindings(findings));
+    }
+  }
+  if (*serving_address) {
+    const std::string server_name = pki::RequiredDnsNames(spec.identity).front();
+    if (auto served = WaitForServing(**serving_address, server_name, outcome->ca_bundle,
+                                     deadline, clock);
+        !served) {
+      return Failed("the webhook at " + FormatHostPort(**serving_address) +
+                    " did not verify against the injected caBundle within " +
+                    FormatDuration(options.wait_for_targets) + ": " + served.error().message());
+    }
+    spdlog::info("the webhook at {} verifies against the injected caBundle for {} ({})",
+                 FormatHostPort(**serving_address), server_name, took());
+  }
+  // Ready: every bundle read back (Converge), every name covered and, with --serving-addr,
+  // a verified handshake.
+  if (!options.failure_policy_once_ready.empty() && injected_targets) {
+    auto closed = controller::FailClosed(*cluster->client, *injected_targets);
+    if (!closed) {
+      return Failed(closed.error().message());
+    }
+    if (closed->entries == 0) {
+      spdlog::info("every webhook entry already has failurePolicy Fail ({})", took());
+    } else {
+      std::string names;
+      for (const std::string& name : closed->patched) {
+        names += (names.empty() ? "" : ", ") + name;
+      }
+      spdlog::info("set failurePolicy Fail on {} webhook entr{} that had Ignore: {} ({})",
+                   closed->entries, closed->entries == 1 ? "y" : "ies", names, took());
     }
   }
   return kExitOk;

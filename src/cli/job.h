@@ -22,6 +22,8 @@ struct JobOptions {
   ConnectionFlags connection;
   controller::TargetSelection targets;
   std::chrono::seconds wait_for_targets{120};
+  std::string serving_addr;               // empty: readiness without a handshake
+  std::string failure_policy_once_ready;  // "Fail", or empty: off
 };
 
 CLI::App* AddJobCommand(CLI::App& app, JobOptions& options);

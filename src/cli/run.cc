@@ -211,10 +211,11 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
   command->add_option("--ready-file", options.ready_file,
                       "File created while the certificate is ready (the serving check aside) "
                       "and removed otherwise; empty: none");
-  command->add_option("--serving-addr", options.serving_addr,
-                      "The webhook's own listener (HOST:PORT, e.g. 127.0.0.1:9443): readiness "
-                      "also needs a TLS handshake with it that verifies against the targets' "
-                      "caBundle for <service>.<namespace>.svc; empty: no such check");
+  AddServingAddressFlag(*command, options.serving_addr,
+                        "The webhook's own listener (HOST:PORT, e.g. 127.0.0.1:9443): readiness "
+                        "also needs a TLS handshake with it that verifies against the targets' "
+                        "caBundle for <service>.<namespace>.svc; empty: no such check");
+  AddFailurePolicyOnceReadyFlag(*command, options.failure_policy_once_ready);
   AddDurationFlag(*command, "--resync", options.resync,
                   "Reconcile at least this often, changes or not (jittered by 10%)");
   command->add_flag("--leader-elect", options.leader_elect,
@@ -251,17 +252,9 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
     }
     metrics_address = *parsed;
   }
-  std::optional<HostPort> serving_address;
-  if (!options.serving_addr.empty()) {
-    auto parsed = ParseHostPort(options.serving_addr, "serving address");
-    if (!parsed) {
-      return UsageError("--serving-addr: " + parsed.error().message());
-    }
-    if (parsed->host.empty() || parsed->port == 0) {
-      return UsageError("--serving-addr: \"" + options.serving_addr +
-                        "\" needs a host and a port to connect to, like 127.0.0.1:9443");
-    }
-    serving_address = *parsed;
+  auto serving_address = ParseServingAddress(options.serving_addr);
+  if (!serving_address) {
+    return UsageError(serving_address.error().message());
   }
 
   metrics::Registry registry;
@@ -290,11 +283,12 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   config.pass.cert_dir = options.cert_dir;
   config.resync = options.resync;
   config.ready_file = options.ready_file;
-  if (serving_address) {
+  if (*serving_address) {
     // The name the API server verifies when it calls the Service.
     config.serving =
-        loop::ServingCheck{*serving_address, pki::RequiredDnsNames(spec->identity).front()};
+        loop::ServingCheck{**serving_address, pki::RequiredDnsNames(spec->identity).front()};
   }
+  config.fail_closed_once_ready = !options.failure_policy_once_ready.empty();
   const std::string identity = options.identity.empty() ? DefaultIdentity(env) : options.identity;
   config.instance = identity;
   if (options.leader_elect) {

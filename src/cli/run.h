@@ -23,6 +23,7 @@ struct RunOptions {
   std::string metrics_addr = ":8080";
   std::string ready_file;
   std::string serving_addr;  // empty: no serving check
+  std::string failure_policy_once_ready;  // "Fail", or empty: off
   std::chrono::seconds resync{std::chrono::hours(1)};
   bool leader_elect = false;
   std::string lease_name;  // empty: "<secret>-certctl"

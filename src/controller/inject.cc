@@ -10,8 +10,6 @@
 namespace certctl::controller {
 namespace {
 
-constexpr int kMaxAttempts = 5;
-
 std::string Describe(const std::vector<Finding>& missing) {
   std::string text;
   for (const Finding& finding : missing) {
@@ -24,49 +22,20 @@ std::string Describe(const std::vector<Finding>& missing) {
 // Patches one object until it holds the bundle everywhere. Returns the number of caBundle
 // fields changed (0 when it already held it).
 Result<int> InjectInto(kube::Client& client, TargetObject target, const std::string& bundle_pem) {
-  const kube::ResourceType& type = ResourceFor(target.kind);
-  const std::string object = TargetObjectName(target.kind, target.name);
-  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
-    auto patch = inject::BundlePatch(target.kind, target.object, bundle_pem);
-    if (!patch) {
-      return Fail(patch.error());
-    }
-    if (!*patch) {
-      return 0;
-    }
-    int changed = 0;
-    for (const auto& operation : **patch) {
+  const inject::TargetKind kind = target.kind;
+  auto applied = PatchTarget(client, std::move(target), [&](const kube::Json& object) {
+    return inject::BundlePatch(kind, object, bundle_pem);
+  });
+  if (!applied) {
+    return Fail(applied.error());
+  }
+  int changed = 0;
+  if (*applied) {
+    for (const auto& operation : **applied) {
       changed += operation["op"] == "add" ? 1 : 0;
     }
-    auto patched = client.Patch(type, "", target.name, kube::PatchType::kJsonPatch, **patch);
-    if (patched) {
-      return changed;
-    }
-    // A failed `test` (the entries moved) is 422 Invalid; both it and a conflict mean the
-    // object changed underneath: read it again and recompute.
-    const ErrorCode code = patched.error().code();
-    if (code != ErrorCode::kInvalidArgument && code != ErrorCode::kConflict) {
-      return Fail(patched.error().Wrap("patch " + object));
-    }
-    auto fresh = client.Get(type, "", target.name);
-    if (!fresh) {
-      return Fail(fresh.error().Wrap("get " + object));
-    }
-    if (!fresh->has_value()) {
-      return Fail(ErrorCode::kNotFound, object + " was deleted while its caBundle was written");
-    }
-    // Unchanged, the object cannot have failed the patch's `test`: the server refused the
-    // patch itself (a validating admission policy, say), and trying again would not help.
-    const auto fresh_version = kube::ResourceVersion(**fresh, object);
-    const auto read_version = kube::ResourceVersion(target.object, object);
-    if (code == ErrorCode::kInvalidArgument && fresh_version && read_version &&
-        !fresh_version->empty() && *fresh_version == *read_version) {
-      return Fail(patched.error().Wrap("patch " + object));
-    }
-    target.object = std::move(**fresh);
   }
-  return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
-                                        std::to_string(kMaxAttempts) + " attempts");
+  return changed;
 }
 
 }  // namespace
@@ -109,14 +78,7 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
   }
   for (TargetObject& target : targets->found) {
     const std::string object = TargetObjectName(target.kind, target.name);
-    const kube::ResourceType& type = ResourceFor(target.kind);
-    ObjectReference reference{type.group.empty()
-                                  ? std::string(type.version)
-                                  : std::string(type.group) + "/" + std::string(type.version),
-                              std::string(type.kind), "", target.name,
-                              kube::OptionalString(target.object, "/metadata/uid", object)
-                                  .value_or(std::nullopt)
-                                  .value_or("")};
+    ObjectReference reference = ReferenceOf(target);
     outcome.targets.push_back(target);
     auto changed = InjectInto(client, std::move(target), bundle_pem);
     if (!changed) {

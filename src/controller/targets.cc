@@ -20,6 +20,8 @@ std::string Lower(std::string_view text) {
 
 }  // namespace
 
+constexpr int kMaxPatchAttempts = 5;
+
 bool TargetSelection::empty() const {
   return validating_webhooks.empty() && mutating_webhooks.empty() && crds.empty() &&
          api_services.empty() && webhook_selector.empty();
@@ -41,6 +43,60 @@ const kube::ResourceType& ResourceFor(TargetKind kind) {
 
 std::string TargetObjectName(TargetKind kind, std::string_view name) {
   return Lower(inject::TargetKindName(kind)) + "/" + std::string(name);
+}
+
+ObjectReference ReferenceOf(const TargetObject& target) {
+  const kube::ResourceType& type = ResourceFor(target.kind);
+  const std::string object = TargetObjectName(target.kind, target.name);
+  return {type.group.empty() ? std::string(type.version)
+                             : std::string(type.group) + "/" + std::string(type.version),
+          std::string(type.kind), "", target.name,
+          kube::OptionalString(target.object, "/metadata/uid", object)
+              .value_or(std::nullopt)
+              .value_or("")};
+}
+
+Result<std::optional<nlohmann::json>> PatchTarget(kube::Client& client, TargetObject target,
+                                                  const PatchMaker& make_patch) {
+  const kube::ResourceType& type = ResourceFor(target.kind);
+  const std::string object = TargetObjectName(target.kind, target.name);
+  for (int attempt = 0; attempt < kMaxPatchAttempts; ++attempt) {
+    auto patch = make_patch(target.object);
+    if (!patch) {
+      return Fail(patch.error());
+    }
+    if (!*patch) {
+      return std::optional<nlohmann::json>();
+    }
+    auto patched = client.Patch(type, "", target.name, kube::PatchType::kJsonPatch, **patch);
+    if (patched) {
+      return std::move(*patch);
+    }
+    // A failed `test` (the entries moved) is 422 Invalid; both it and a conflict mean the
+    // object changed underneath: read it again and recompute.
+    const ErrorCode code = patched.error().code();
+    if (code != ErrorCode::kInvalidArgument && code != ErrorCode::kConflict) {
+      return Fail(patched.error().Wrap("patch " + object));
+    }
+    auto fresh = client.Get(type, "", target.name);
+    if (!fresh) {
+      return Fail(fresh.error().Wrap("get " + object));
+    }
+    if (!fresh->has_value()) {
+      return Fail(ErrorCode::kNotFound, object + " was deleted while it was written");
+    }
+    // Unchanged, the object cannot have failed the patch's `test`: the server refused the
+    // patch itself (a validating admission policy, say), and trying again would not help.
+    const auto fresh_version = kube::ResourceVersion(**fresh, object);
+    const auto read_version = kube::ResourceVersion(target.object, object);
+    if (code == ErrorCode::kInvalidArgument && fresh_version && read_version &&
+        !fresh_version->empty() && *fresh_version == *read_version) {
+      return Fail(patched.error().Wrap("patch " + object));
+    }
+    target.object = std::move(**fresh);
+  }
+  return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
+                                        std::to_string(kMaxPatchAttempts) + " attempts");
 }
 
 Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelection& selection) {

@@ -47,4 +47,34 @@ Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohman
   return std::optional<nlohmann::json>(std::move(operations));
 }
 
+std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::json& object) {
+  if (kind != TargetKind::kValidatingWebhookConfiguration &&
+      kind != TargetKind::kMutatingWebhookConfiguration) {
+    return std::nullopt;
+  }
+  if (!object.is_object() || !object.contains("webhooks") || !object["webhooks"].is_array()) {
+    return std::nullopt;
+  }
+  nlohmann::json operations = nlohmann::json::array();
+  const nlohmann::json& webhooks = object["webhooks"];
+  for (std::size_t i = 0; i < webhooks.size(); ++i) {
+    const nlohmann::json& webhook = webhooks[i];
+    if (!webhook.is_object() || !webhook.contains("failurePolicy") ||
+        webhook["failurePolicy"] != "Ignore" || !webhook.contains("name") ||
+        !webhook["name"].is_string()) {
+      continue;
+    }
+    const std::string entry = "/webhooks/" + std::to_string(i);
+    operations.push_back({{"op", "test"}, {"path", entry + "/name"}, {"value", webhook["name"]}});
+    operations.push_back(
+        {{"op", "test"}, {"path", entry + "/failurePolicy"}, {"value", "Ignore"}});
+    operations.push_back(
+        {{"op", "replace"}, {"path", entry + "/failurePolicy"}, {"value", "Fail"}});
+  }
+  if (operations.empty()) {
+    return std::nullopt;
+  }
+  return operations;
+}
+
 }  // namespace certctl::inject

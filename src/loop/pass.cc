@@ -105,6 +105,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   if (secret->validation.leaf) {
     report.call_findings = controller::CallFindings((*injected)->targets, *secret->validation.leaf);
   }
+  report.targets = std::move((*injected)->targets);
   if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
     // Step 2 only once every target reads back the new bundle: a second look, which must find
     // nothing left to write.

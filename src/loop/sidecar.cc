@@ -6,6 +6,7 @@
 
 #include "certctl/certdir/cert_dir.h"
 #include "certctl/controller/ensure_secret.h"
+#include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
 #include "certctl/kube/list_watch.h"
@@ -354,6 +355,10 @@ void Sidecar::SetServingReadiness(bool ready, const std::string& reason) {
   serving_->ok = ready;
   serving_->reason = reason;
   serving_passed_ = serving_passed_ || ready;
+  // The last check to pass: the failurePolicy waits for it, and is the loop's to write.
+  if (config_.fail_closed_once_ready && ready && !was_ready && ReadyLocked()) {
+    trigger_.Request("ready by every check");
+  }
   if (changed && certificate_.ok) {
     // Until the webhook first answers, failing is how it starts (it starts after certctl):
     // worth a line, not a warning.
@@ -363,6 +368,29 @@ void Sidecar::SetServingReadiness(bool ready, const std::string& reason) {
                : "serving check: " + reason);
   }
   PublishReadiness(was_ready);
+}
+
+void Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
+  auto closed = controller::FailClosed(client_, targets);
+  if (!closed) {
+    WarnRateLimited("failure-policy", closed.error().message());
+    return;
+  }
+  const std::string secret_object =
+      controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
+  for (std::size_t i = 0; i < closed->patched.size(); ++i) {
+    metrics_.writes.Add({KindOf(closed->patched[i])});
+    log_(LogLevel::kInfo, "ready: set failurePolicy Fail on the entries of " +
+                              closed->patched[i] + " that had Ignore");
+    const kube::Json event =
+        MakeEvent(closed->patched_references[i], "FailurePolicySet",
+                  "set failurePolicy Fail on the entries that had Ignore, as " + secret_object +
+                      " is ready",
+                  config_.instance, clock_.Now());
+    if (auto recorded = RecordEvent(client_, event); !recorded) {
+      WarnRateLimited("events", recorded.error().message());
+    }
+  }
 }
 
 void Sidecar::SetCallableReadiness(const std::vector<Finding>& findings, Role role) {
@@ -529,6 +557,16 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   // After readiness: hundreds of Events (one per repaired target) must not hold it back.
   if (role == Role::kLeader) {
     RecordWrites(*report);
+  }
+  if (role == Role::kLeader && config_.fail_closed_once_ready && report->ready) {
+    bool ready = false;
+    {
+      const std::lock_guard lock(state_mutex_);
+      ready = ReadyLocked();
+    }
+    if (ready) {
+      FailClosed(report->targets);
+    }
   }
   return report->folder_written;
 }

@@ -24,15 +24,6 @@ struct InjectOptions {
   bool leave_out_missing = false;
 };
 
-// An object certctl wrote, named the way an Event's involvedObject names it.
-struct ObjectReference {
-  std::string api_version;  // "admissionregistration.k8s.io/v1"
-  std::string kind;         // "ValidatingWebhookConfiguration"
-  std::string ns;           // empty for cluster-scoped objects
-  std::string name;
-  std::string uid;  // empty when the server sent none
-};
-
 struct InjectOutcome {
   int objects = 0;                                  // target objects seen
   int slots = 0;                                    // caBundle fields in them

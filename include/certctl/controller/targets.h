@@ -1,5 +1,7 @@
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,28 @@ struct TargetObject {
   std::string name;  // as asked for, or as listed (a string, checked)
   nlohmann::json object;
 };
+
+// An object certctl wrote, named the way an Event's involvedObject names it.
+struct ObjectReference {
+  std::string api_version;  // "admissionregistration.k8s.io/v1"
+  std::string kind;         // "ValidatingWebhookConfiguration"
+  std::string ns;           // empty for cluster-scoped objects
+  std::string name;
+  std::string uid;  // empty when the server sent none
+};
+
+ObjectReference ReferenceOf(const TargetObject& target);
+
+// Computes a JSON patch from the object as read; an empty optional: nothing to write.
+using PatchMaker = std::function<Result<std::optional<nlohmann::json>>(const nlohmann::json&)>;
+
+// Patches `target` with what `make_patch` computes from it until it needs nothing: when the
+// object changed underneath (409, or 422 from a failed `test`) it is read again and the
+// patch recomputed, at most 5 times. Returns the patch the server took, or an empty optional
+// when there was nothing to write. A 422 on an unchanged object (a policy refusing the
+// write) is an error at once.
+Result<std::optional<nlohmann::json>> PatchTarget(kube::Client& client, TargetObject target,
+                                                  const PatchMaker& make_patch);
 
 struct ResolvedTargets {
   std::vector<TargetObject> found;  // selection order; selector matches after named ones

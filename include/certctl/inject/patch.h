@@ -19,4 +19,11 @@ namespace certctl::inject {
 Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohmann::json& object,
                                                   const std::string& bundle_pem);
 
+// The RFC 6902 JSON patch that sets failurePolicy Fail on every entry of a webhook
+// configuration whose failurePolicy is Ignore, each write guarded by `test`s of the entry's
+// name and of Ignore, so that an entry reordered or changed meanwhile makes the server
+// reject the patch; an empty optional when no entry has Ignore (and for the other kinds,
+// which have no failurePolicy). Never turns Fail into Ignore; touches nothing else.
+std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::json& object);
+
 }  // namespace certctl::inject

@@ -52,6 +52,8 @@ struct PassReport {
   // read (nullopt: they were not); readiness fails on them apart from `ready`, which is
   // about the certificate.
   std::optional<std::vector<Finding>> call_findings;
+  // The leader's targets as last read, for what follows a ready pass (failurePolicy).
+  std::vector<controller::TargetObject> targets;
   // When ready: the distinct caBundles the targets hold (decoded PEM), what the API server
   // will trust when it calls the webhook.
   std::vector<std::string> target_bundles;

@@ -50,6 +50,9 @@ struct SidecarConfig {
   std::chrono::seconds watch_timeout{300};         // each watch request (timeoutSeconds)
   std::string instance = "certctl";                // this replica, as Events name their reporter
   std::optional<ServingCheck> serving;             // none: readiness is the certificate alone
+  // --failure-policy-once-ready Fail: the leader sets failurePolicy Fail on the targets'
+  // entries with Ignore whenever a pass finds it ready by every check.
+  bool fail_closed_once_ready = false;
 };
 
 // The series `run` exposes on /metrics.
@@ -130,6 +133,9 @@ class Sidecar {
   // The `callable` check from a pass's call findings, with their metric; the leader records
   // a Warning Event for each finding it has not told since the findings last cleared.
   void SetCallableReadiness(const std::vector<Finding>& findings, Role role);
+  // --failure-policy-once-ready: Fail on every entry of `targets` with Ignore, told like the
+  // other writes. Only the leader, only when ready by every check.
+  void FailClosed(const std::vector<controller::TargetObject>& targets);
   // After either check changed: the ready gauge and the log line. Needs state_mutex_.
   void PublishReadiness(bool was_ready);
   bool ReadyLocked() const;
