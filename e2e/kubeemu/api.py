@@ -106,6 +106,7 @@ class API:
             obj = kinds.event_to_v1(obj)
         out = {"kind": res.kind, "apiVersion": res.group_version}
         out.update({k: v for k, v in obj.items() if k not in ("kind", "apiVersion")})
+        kinds.strategy(res).present(out)
         return out
 
     @staticmethod
@@ -450,6 +451,7 @@ class API:
         strategy = kinds.strategy(res)
         strategy.prepare_create(obj)
         strategy.defaults(obj)
+        strategy.allocate(obj, None, self.store)
         rv_set = meta.pop("resourceVersion", None)
         self._validate(res, obj, None)
         if rv_set:
@@ -565,6 +567,7 @@ class API:
         if req.subresource != "status":
             strategy.prepare_update(new, old)
             strategy.defaults(new)
+            strategy.allocate(new, old, self.store)
         if res.generation and new.get(res.generation) != old.get(res.generation):
             meta["generation"] = old_meta.get("generation", 0) + 1
         self._validate(res, new, old)

@@ -148,7 +148,7 @@ class FieldError:
 
     def body(self):
         reason, text = _TYPES[self.type]
-        if self.type in ("Required", "Forbidden", "TooLong", "TooMany"):
+        if self.type in ("Required", "Forbidden", "TooLong"):
             s = text
         else:
             s = f"{text}: {go_value(self.value)}"
@@ -186,6 +186,11 @@ def forbidden_field(field, detail=""):
 
 def too_long(field, limit):
     return FieldError("TooLong", field, detail=f"may not be more than {limit} bytes")
+
+
+def too_many(field, actual, limit):
+    return FieldError("TooMany", field, actual,
+                      f"must have at most {limit} item" + ("" if limit == 1 else "s"))
 
 
 def invalid_object(qualified_kind, group, name, errs):

@@ -5,7 +5,9 @@ spec (section 6) describes; the remaining kinds get the generic ObjectMeta check
 Validators return lists of errors.FieldError; the caller turns them into one 422.
 """
 
+import ipaddress
 import json
+import random
 import re
 import ssl
 import urllib.parse
@@ -82,7 +84,8 @@ def validate_meta(obj, name_rule):
     errs = []
     name = meta.get("name", "")
     if name:
-        check = label_errors if name_rule == "label" else subdomain_errors
+        check = {"label": label_errors, "dns1035": dns1035_errors}.get(name_rule,
+                                                                       subdomain_errors)
         if name_rule != "any":
             errs += [invalid("metadata.name", name, m) for m in check(name)]
     for k, v in (meta.get("labels") or {}).items():
@@ -133,8 +136,14 @@ class Kind:
     def prepare_update(self, new, old):
         pass
 
+    def allocate(self, obj, old, store):
+        """Values the registry hands out from cluster-wide pools (after defaults)."""
+
     def validate(self, obj, old):
         return []
+
+    def present(self, obj):
+        """Shape a copy of the stored object as the API server serializes it."""
 
 
 class NamespaceKind(Kind):
@@ -221,6 +230,758 @@ class ConfigMapKind(Kind):
                 errs.append(forbidden_field("data", "field is immutable when `immutable` is "
                                                     "set"))
         return errs
+
+
+# --- core/v1 Service ----------------------------------------------------------------------
+
+SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
+PROTOCOLS = ["SCTP", "TCP", "UDP"]
+PORT_NUM_MSG = "must be between 1 and 65535, inclusive"
+IP_MSG = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+CIDR_MSG = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
+# A default single-stack cluster's --service-cluster-ip-range and --service-node-port-range.
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
+NODE_PORT_MIN, NODE_PORT_MAX = 30000, 32767
+# A real cluster's `kubernetes` Service holds the range's first address.
+_RESERVED_CLUSTER_IPS = {"10.96.0.1"}
+# The allocators hand out addresses and ports above a band kept for explicit requests.
+_CLUSTER_IP_STATIC_BAND = 256
+_NODE_PORT_STATIC_BAND = 86
+_PORT_NAME = re.compile(r"^[-a-z0-9]+$")
+_KUBELET_PORT = 10250
+_TOPOLOGY_HINTS = "service.kubernetes.io/topology-aware-hints"
+_TOPOLOGY_MODE = "service.kubernetes.io/topology-mode"
+_LB_SOURCE_RANGES = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+
+def parse_ip(value):
+    """netutils.ParseIPSloppy, without zones (Go's parser has none)."""
+    if not isinstance(value, str) or "%" in value:
+        return None
+    try:
+        return ipaddress.ip_address(value)
+    except ValueError:
+        return None
+
+
+def _unmapped(ip):
+    """Go's net.IP treats an IPv4-mapped IPv6 address as the IPv4 address."""
+    return ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip
+
+
+def ip_family(ip):
+    return "IPv4" if _unmapped(ip).version == 4 else "IPv6"
+
+
+def port_name_errors(name):
+    """IsValidPortName."""
+    msgs = []
+    if len(name) > 15:
+        msgs.append("must be no more than 15 characters")
+    if not _PORT_NAME.match(name):
+        msgs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    if not re.search("[a-z]", name):
+        msgs.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        msgs.append("must not contain consecutive hyphens")
+    if name and (name[0] == "-" or name[-1] == "-"):
+        msgs.append("must not begin or end with a hyphen")
+    return msgs
+
+
+def endpoint_ip_errors(value, path):
+    """ValidateEndpointIP: addresses that make no sense as a destination."""
+    ip = parse_ip(value)
+    if ip is None:
+        return [invalid(path, value, "must be a valid IP address")]
+    ip = _unmapped(ip)
+    errs = []
+    if ip.is_unspecified:
+        errs.append(invalid(path, value, f"may not be unspecified ({value})"))
+    if ip.is_loopback:
+        errs.append(invalid(path, value, "may not be in the loopback range (127.0.0.0/8, "
+                                         "::1/128)"))
+    if ip.is_link_local:
+        errs.append(invalid(path, value, "may not be in the link-local range (169.254.0.0/16, "
+                                         "fe80::/10)"))
+    packed = ip.packed
+    if ip.version == 4 and packed[:3] == b"\xe0\x00\x00" or \
+            ip.version == 6 and packed[0] == 0xff and packed[1] & 0x0f == 0x02:
+        errs.append(invalid(path, value, "may not be in the link-local multicast range "
+                                         "(224.0.0.0/24, ff02::/10)"))
+    return errs
+
+
+def validate_labels(labels, path):
+    """metav1 ValidateLabels."""
+    errs = []
+    for k, v in (labels or {}).items():
+        errs += [invalid(path, k, m) for m in label_key_errors(k)]
+        errs += [invalid(path, v, m) for m in label_value_errors(v)]
+    return errs
+
+
+def _service_port_repr(protocol, port):
+    """%#v of the core.ServicePort key a duplicate (protocol, port) is reported with."""
+    return errors.GoRepr(
+        f'core.ServicePort{{Name:"", Protocol:{json.dumps(protocol)}, '
+        f'AppProtocol:(*string)(nil), Port:{port}, TargetPort:intstr.IntOrString{{Type:0, '
+        f'IntVal:0, StrVal:""}}, NodePort:0}}')
+
+
+def _ports(spec):
+    return [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+
+
+def _headless(spec):
+    return spec.get("clusterIPs") == ["None"]
+
+
+def _externally_accessible(spec):
+    t = spec.get("type")
+    return t in ("LoadBalancer", "NodePort") or t == "ClusterIP" and bool(spec.get("externalIPs"))
+
+
+def _needs_cluster_ip(spec):
+    return spec.get("type") != "ExternalName"
+
+
+def _needs_node_port(spec):
+    return spec.get("type") in ("NodePort", "LoadBalancer")
+
+
+def _needs_health_check(spec):
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+
+
+def _allocates_node_ports(spec):
+    return spec.get("type") == "NodePort" or \
+        spec.get("type") == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts", True)
+
+
+def _node_ports(spec):
+    return {p["nodePort"] for p in _ports(spec) if p.get("nodePort")}
+
+
+def _patch_allocated_values(spec, old):
+    """Allocated values a resubmitted manifest leaves out are kept (patchAllocatedValues)."""
+    if _needs_cluster_ip(old) and _needs_cluster_ip(spec):
+        if not spec.get("clusterIP") and old.get("clusterIP"):
+            spec["clusterIP"] = old["clusterIP"]
+        if not spec.get("clusterIPs") and old.get("clusterIPs"):
+            spec["clusterIPs"] = list(old["clusterIPs"])
+    if _needs_node_port(old) and _needs_node_port(spec):
+        used = _node_ports(old) & _node_ports(spec)
+        by_name = {p.get("name", ""): p.get("nodePort", 0) for p in _ports(old)}
+        for p in _ports(spec):
+            value = by_name.get(p.get("name", ""), 0)
+            if not p.get("nodePort") and value and value not in used:
+                p["nodePort"] = value
+    if _needs_health_check(old) and _needs_health_check(spec) and \
+            not spec.get("healthCheckNodePort") and old.get("healthCheckNodePort"):
+        spec["healthCheckNodePort"] = old["healthCheckNodePort"]
+
+
+def _normalize_cluster_ips(spec, old):
+    """Keeps clusterIPs in step with clusterIP for clients that set only the singular."""
+    if old is None:
+        if spec.get("clusterIP") and not spec.get("clusterIPs"):
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        return
+    ip, old_ip = spec.get("clusterIP", ""), old.get("clusterIP", "")
+    if old.get("clusterIPs") and not spec.get("clusterIPs") and ip == old_ip:
+        spec["clusterIPs"] = list(old["clusterIPs"])
+    if ip != old_ip:
+        same_plural = (spec.get("clusterIPs") or []) == (old.get("clusterIPs") or [])
+        if old_ip and not ip:
+            if same_plural:
+                spec.pop("clusterIPs", None)
+        elif same_plural:
+            spec["clusterIPs"] = [ip]
+
+
+def _drop_type_dependent_fields(new, old):
+    """What a type change leaves behind and the user did not also change is wiped."""
+    spec, ospec = new["spec"], old.get("spec") or {}
+
+    def same(field):
+        return spec.get(field) == ospec.get(field)
+    if _needs_cluster_ip(ospec) and not _needs_cluster_ip(spec):
+        if same("clusterIP") and (spec.get("clusterIPs") or []) == (ospec.get("clusterIPs")
+                                                                      or []):
+            spec.pop("clusterIP", None)
+            spec.pop("clusterIPs", None)
+        if same("ipFamilies"):
+            spec.pop("ipFamilies", None)
+        if same("ipFamilyPolicy"):
+            spec.pop("ipFamilyPolicy", None)
+    if _needs_node_port(ospec) and not _needs_node_port(spec) and \
+            _node_ports(spec) <= _node_ports(ospec):
+        for p in _ports(spec):
+            p.pop("nodePort", None)
+    if _needs_health_check(ospec) and not _needs_health_check(spec) and \
+            same("healthCheckNodePort"):
+        spec.pop("healthCheckNodePort", None)
+    if ospec.get("type") == "LoadBalancer" and spec.get("type") != "LoadBalancer":
+        if "allocateLoadBalancerNodePorts" in spec and same("allocateLoadBalancerNodePorts"):
+            del spec["allocateLoadBalancerNodePorts"]
+        if same("loadBalancerClass"):
+            spec.pop("loadBalancerClass", None)
+    if _externally_accessible(ospec) and not _externally_accessible(spec) and \
+            same("externalTrafficPolicy"):
+        spec.pop("externalTrafficPolicy", None)
+    if spec.get("type") != "LoadBalancer":
+        new.setdefault("status", {})["loadBalancer"] = {}
+
+
+def _cluster_ips_errors(spec):
+    """ValidateServiceClusterIPsRelatedFields."""
+    if spec.get("type") == "ExternalName":
+        return []
+    errs = []
+    ip, ips, families = spec.get("clusterIP", ""), spec.get("clusterIPs") or [], \
+        spec.get("ipFamilies") or []
+    if ip:
+        if not ips:
+            errs.append(required("spec.clusterIPs"))
+        elif ips[0] != ip:
+            errs.append(invalid("spec.clusterIPs", ips, "first value must match `clusterIP`"))
+    elif ips:
+        errs.append(invalid("spec.clusterIPs", ips, "must be empty when `clusterIP` is not "
+                                                    "specified"))
+    seen = set()
+    for i, family in enumerate(families):
+        if family not in ("IPv4", "IPv6"):
+            errs.append(not_supported(f"spec.ipFamilies[{i}]", family, ["IPv4", "IPv6"]))
+        if family in seen:
+            errs.append(duplicate(f"spec.ipFamilies[{i}]", family))
+        seen.add(family)
+    policy = spec.get("ipFamilyPolicy")
+    if policy is not None and policy not in ("PreferDualStack", "RequireDualStack",
+                                             "SingleStack"):
+        errs.append(not_supported("spec.ipFamilyPolicy", policy,
+                                  ["PreferDualStack", "RequireDualStack", "SingleStack"]))
+    bad_ips = False
+    for i, value in enumerate(ips):
+        if i == 0 and value == "None":
+            if len(ips) > 1:
+                bad_ips = True
+                errs.append(invalid("spec.clusterIPs", ips, "'None' must be the first and only "
+                                                            "value"))
+            continue
+        if parse_ip(value) is None:
+            bad_ips = True
+            errs.append(invalid(f"spec.clusterIPs[{i}]", value, IP_MSG))
+    if len(ips) > 2:
+        errs.append(invalid("spec.clusterIPs", ips, "may only hold up to 2 values"))
+    if bad_ips:
+        return errs
+    if len(ips) > 1 and len({ip_family(parse_ip(v)) for v in ips}) != len(ips):
+        errs.append(invalid("spec.clusterIPs", ips, "may specify no more than one IP for each "
+                                                    "IP family"))
+    if not _headless(spec):
+        for i, (value, family) in enumerate(zip(ips, families)):
+            actual = ip_family(parse_ip(value))
+            if family in ("IPv4", "IPv6") and actual != family:
+                errs.append(invalid(f"spec.clusterIPs[{i}]", value, f"expected an {family} "
+                                    f"value as indicated by `ipFamilies[{i}]`"))
+    return errs
+
+
+def _init_ip_families(spec, old):
+    """initIPFamilyFields for a single-stack IPv4 cluster; returns field errors."""
+    if spec.get("type") == "ExternalName":
+        return []
+    if old is not None and spec.get("ipFamilyPolicy") == "PreferDualStack" and \
+            old.get("ipFamilyPolicy") == "PreferDualStack" and \
+            spec.get("clusterIPs") == old.get("clusterIPs") and \
+            spec.get("ipFamilies") == old.get("ipFamilies"):
+        return []
+    if "ipFamilyPolicy" not in spec:
+        if old is not None and old.get("ipFamilyPolicy"):
+            spec["ipFamilyPolicy"] = old["ipFamilyPolicy"]
+        elif spec.get("clusterIP") == "None" and not spec.get("selector"):
+            spec["ipFamilyPolicy"] = "RequireDualStack"
+        else:
+            spec["ipFamilyPolicy"] = "SingleStack"
+    errs = _cluster_ips_errors(spec)
+    if errs:
+        return errs
+    policy, ips = spec["ipFamilyPolicy"], spec.get("clusterIPs") or []
+    families = spec.setdefault("ipFamilies", [])
+    if policy == "SingleStack":
+        if len(ips) == 2:
+            errs.append(invalid("spec.ipFamilyPolicy", policy, "must be 'RequireDualStack' or "
+                                "'PreferDualStack' when multiple cluster IPs are specified"))
+        if len(families) == 2:
+            errs.append(invalid("spec.ipFamilyPolicy", policy, "must be 'RequireDualStack' or "
+                                "'PreferDualStack' when multiple IP families are specified"))
+    for i, value in enumerate(ips):
+        if value == "None":
+            break
+        family = ip_family(parse_ip(value))
+        if i >= len(families):
+            if family != "IPv4":
+                errs.append(invalid(f"spec.clusterIPs[{i}]", ips,
+                                    f"{family} is not configured on this cluster"))
+            else:
+                families.append(family)
+    if errs:
+        return errs
+    if spec.get("clusterIP") == "None" and not spec.get("selector"):
+        # Headless without a selector may claim both families even on a single-stack cluster.
+        if not families:
+            families.append("IPv4")
+        if len(families) < 2 and policy != "SingleStack":
+            families.append("IPv6" if families[0] == "IPv4" else "IPv4")
+        return []
+    if policy == "RequireDualStack":
+        errs.append(invalid("spec.ipFamilyPolicy", policy, "this cluster is not configured for "
+                                                           "dual-stack services"))
+    for i, family in enumerate(families):
+        if family != "IPv4":
+            errs.append(invalid(f"spec.ipFamilies[{i}]", family, "not configured on this "
+                                                                 "cluster"))
+    if not errs and not families:
+        families.append("IPv4")
+    return errs
+
+
+def _cluster_ip_problem(value, in_use):
+    ip = parse_ip(value)
+    if ip not in SERVICE_CIDR or ip in (SERVICE_CIDR.network_address,
+                                        SERVICE_CIDR.broadcast_address):
+        return (f"the provided IP ({value}) is not in the valid range. The range of valid IPs "
+                f"is {SERVICE_CIDR}")
+    if str(ip) in in_use:
+        return "provided IP is already allocated"
+    return None
+
+
+def _node_port_problem(port, in_use):
+    if not NODE_PORT_MIN <= port <= NODE_PORT_MAX:
+        return (f"provided port is not in the valid range. The range of valid ports is "
+                f"{NODE_PORT_MIN}-{NODE_PORT_MAX}")
+    if port in in_use:
+        return "provided port is already allocated"
+    return None
+
+
+def _next_free(candidates, in_use, what):
+    """A random free value, preferring the dynamic band as the allocators do."""
+    for band in candidates:
+        free = [v for v in band if v not in in_use] if len(band) < 100000 else None
+        if free is None:  # the address range: sample instead of listing a million values
+            for _ in range(1000):
+                value = band[random.randrange(len(band))]
+                if value not in in_use:
+                    return value
+            continue
+        if free:
+            return random.choice(free)
+    raise errors.internal(f"failed to allocate a {what}: range is full")
+
+
+class ServiceKind(Kind):
+    """core/v1 Service: SetDefaults_Service, the REST storage's cluster IP and node port
+    allocation (a single-stack IPv4 cluster) and ValidateService."""
+    name_rule = "dns1035"
+
+    def defaults(self, obj):
+        spec = obj.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return
+        if not spec.get("sessionAffinity"):
+            spec["sessionAffinity"] = "None"
+        if spec["sessionAffinity"] == "None":
+            spec.pop("sessionAffinityConfig", None)
+        elif spec["sessionAffinity"] == "ClientIP":
+            client_ip = (spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}
+            if "timeoutSeconds" not in client_ip:
+                spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": 10800}}
+        if not spec.get("type"):
+            spec["type"] = "ClusterIP"
+        if "ports" in spec:
+            # A null element decodes as a zero ServicePort.
+            spec["ports"] = [p if isinstance(p, dict) else {} for p in spec["ports"]]
+        for p in _ports(spec):
+            if not p.get("protocol"):
+                p["protocol"] = "TCP"
+            if p.get("targetPort") in (None, 0, ""):
+                p["targetPort"] = p.get("port", 0)
+        if _externally_accessible(spec) and not spec.get("externalTrafficPolicy"):
+            spec["externalTrafficPolicy"] = "Cluster"
+        if "internalTrafficPolicy" not in spec and \
+                spec["type"] in ("ClusterIP", "NodePort", "LoadBalancer"):
+            spec["internalTrafficPolicy"] = "Cluster"
+        if spec["type"] == "LoadBalancer":
+            spec.setdefault("allocateLoadBalancerNodePorts", True)
+            for ingress in ((obj.get("status") or {}).get("loadBalancer") or {}).get(
+                    "ingress") or []:
+                if isinstance(ingress, dict) and ingress.get("ip"):
+                    ingress.setdefault("ipMode", "VIP")
+
+    def prepare_create(self, obj):
+        obj["status"] = {"loadBalancer": {}}
+        if isinstance(obj.get("spec"), dict):
+            _normalize_cluster_ips(obj["spec"], None)
+
+    def prepare_update(self, new, old):
+        self.defaults(new)  # decoding defaults before the strategy and the storage run
+        spec, ospec = new["spec"], old.get("spec") or {}
+        _patch_allocated_values(spec, ospec)
+        _normalize_cluster_ips(spec, ospec)
+        _drop_type_dependent_fields(new, old)
+
+    def allocate(self, obj, old, store):
+        spec, meta = obj["spec"], obj["metadata"]
+        ospec = None if old is None else old.get("spec") or {}
+        errs = _init_ip_families(spec, ospec)
+        if errs:
+            raise errors.invalid_object("Service", "", meta.get("name", ""), errs)
+        me = (meta.get("namespace", ""), meta.get("name", ""))
+        others = [o["spec"] for o in store.list(("", "services"))[1]
+                  if (o["metadata"].get("namespace", ""), o["metadata"]["name"]) != me]
+        errs = self._allocate_cluster_ips(spec, ospec, others)
+        errs = errs or self._allocate_node_ports(spec, ospec, others)
+        if errs:
+            raise errors.invalid_object("Service", "", meta.get("name", ""), errs)
+
+    @staticmethod
+    def _allocate_cluster_ips(spec, old, others):
+        # An update allocates only for a Service leaving ExternalName.
+        if not _needs_cluster_ip(spec) or _headless(spec) or \
+                old is not None and _needs_cluster_ip(old):
+            return []
+        in_use = set(_RESERVED_CLUSTER_IPS)
+        for o in others:
+            in_use.update(v for v in o.get("clusterIPs") or [] if v != "None")
+        ips = list(spec.get("clusterIPs") or [])
+        for i, _ in enumerate(spec.get("ipFamilies") or []):
+            if i >= len(ips):
+                ips.append("")
+            if ips[i]:
+                problem = _cluster_ip_problem(ips[i], in_use)
+                if problem:
+                    return [invalid("spec.clusterIPs", spec.get("clusterIPs") or [],
+                                    f"failed to allocate IP {ips[i]}: {problem}")]
+            else:
+                first = int(SERVICE_CIDR.network_address) + 1
+                size = SERVICE_CIDR.num_addresses - 2
+                ips[i] = _next_free([range(first + _CLUSTER_IP_STATIC_BAND, first + size),
+                                     range(first, first + _CLUSTER_IP_STATIC_BAND)],
+                                    {int(ipaddress.ip_address(v)) for v in in_use},
+                                    "serviceIP")
+                ips[i] = str(ipaddress.ip_address(ips[i]))
+            in_use.add(ips[i])
+        if ips:
+            spec["clusterIPs"] = ips
+            spec["clusterIP"] = ips[0]
+        return []
+
+    @staticmethod
+    def _allocate_node_ports(spec, old, others):
+        if not _needs_node_port(spec) and not _needs_health_check(spec):
+            return []
+        in_use = set()
+        for o in others:
+            in_use |= _node_ports(o)
+            if o.get("healthCheckNodePort"):
+                in_use.add(o["healthCheckNodePort"])
+        mine = set() if old is None else _node_ports(old) | {old.get("healthCheckNodePort")}
+        ranges = [range(NODE_PORT_MIN + _NODE_PORT_STATIC_BAND, NODE_PORT_MAX + 1),
+                  range(NODE_PORT_MIN, NODE_PORT_MIN + _NODE_PORT_STATIC_BAND)]
+        taken = set()  # this Service's node ports so far
+        by_port = {}  # on create, one node port serves a port number under every protocol
+        ports = _ports(spec) if _needs_node_port(spec) else []
+        for i, p in enumerate(ports):
+            wanted = p.get("nodePort", 0)
+            if not wanted and not _allocates_node_ports(spec):
+                continue
+            if not wanted and old is None:
+                wanted = by_port.get(p.get("port")) or next(
+                    (q.get("nodePort", 0) for q in ports[i + 1:]
+                     if q.get("port") == p.get("port") and q.get("nodePort")), 0)
+            if wanted:
+                if wanted not in mine and wanted not in taken:
+                    problem = _node_port_problem(wanted, in_use)
+                    if problem:
+                        return [invalid(f"spec.ports[{i}].nodePort", wanted, problem)]
+            else:
+                wanted = _next_free(ranges, in_use | taken | mine, "nodePort")
+            p["nodePort"] = wanted
+            taken.add(wanted)
+            by_port.setdefault(p.get("port"), wanted)
+        if _needs_health_check(spec):
+            wanted = spec.get("healthCheckNodePort", 0)
+            if wanted and wanted not in mine:
+                problem = _node_port_problem(wanted, in_use | taken)
+                if problem:
+                    raise errors.internal(f"failed to allocate requested HealthCheck NodePort "
+                                          f"{wanted}: {problem}")
+            elif not wanted:
+                spec["healthCheckNodePort"] = _next_free(ranges, in_use | taken | mine,
+                                                         "nodePort")
+        return []
+
+    def validate(self, obj, old):
+        spec = obj.get("spec") or {}
+        errs = []
+        if old is not None:
+            errs += _service_update_errors(spec, old.get("spec") or {})
+        annotations = obj["metadata"].get("annotations") or {}
+        if _TOPOLOGY_MODE in annotations and _TOPOLOGY_HINTS in annotations and \
+                annotations[_TOPOLOGY_MODE] != annotations[_TOPOLOGY_HINTS]:
+            errs.append(invalid(f"metadata.annotations[{_TOPOLOGY_MODE}]",
+                                annotations[_TOPOLOGY_MODE],
+                                f"must match annotations[{_TOPOLOGY_HINTS}] when both are "
+                                f"specified"))
+        type_, ports = spec.get("type", ""), _ports(spec)
+        if not ports and not _headless(spec) and type_ != "ExternalName":
+            errs.append(required("spec.ports"))
+        if type_ == "LoadBalancer":
+            for i, p in enumerate(ports):
+                if p.get("port") == _KUBELET_PORT:
+                    errs.append(invalid(f"spec.ports[{i}]", _KUBELET_PORT,
+                                        f"may not expose port {_KUBELET_PORT} externally since "
+                                        f"it is used by kubelet"))
+        if type_ in ("LoadBalancer", "NodePort") and _headless(spec):
+            errs.append(invalid("spec.clusterIPs[0]", "None",
+                                f"may not be set to 'None' for {type_} services"))
+        if type_ == "ExternalName":
+            for field in ("clusterIPs", "ipFamilies"):
+                if spec.get(field):
+                    errs.append(forbidden_field(f"spec.{field}", "may not be set for "
+                                                                 "ExternalName services"))
+            if "ipFamilyPolicy" in spec:
+                errs.append(forbidden_field("spec.ipFamilyPolicy", "may not be set for "
+                                                                   "ExternalName services"))
+            cname = spec.get("externalName", "")
+            cname = cname[:-1] if cname.endswith(".") else cname
+            if cname:
+                errs += [invalid("spec.externalName", cname, m) for m in subdomain_errors(cname)]
+            else:
+                errs.append(required("spec.externalName"))
+        names = set()
+        for i, p in enumerate(ports):
+            errs += _service_port_errors(p, len(ports) > 1, names, f"spec.ports[{i}]")
+        if spec.get("selector") is not None:
+            errs += validate_labels(spec["selector"], "spec.selector")
+        errs += _session_affinity_errors(spec)
+        errs += _cluster_ips_errors(spec)
+        for i, ip in enumerate(spec.get("externalIPs") or []):
+            p = f"spec.externalIPs[{i}]"
+            errs += [invalid(p, ip, IP_MSG)] if parse_ip(ip) is None else \
+                endpoint_ip_errors(ip, p)
+        if not type_:
+            errs.append(required("spec.type"))
+        elif type_ not in SERVICE_TYPES:
+            errs.append(not_supported("spec.type", type_, SERVICE_TYPES))
+        if type_ == "ClusterIP":
+            for i, p in enumerate(ports):
+                if p.get("nodePort"):
+                    errs.append(forbidden_field(f"spec.ports[{i}].nodePort",
+                                                "may not be used when `type` is 'ClusterIP'"))
+        node_ports, seen = set(), set()
+        for i, p in enumerate(ports):
+            if p.get("nodePort"):
+                key = (p.get("protocol", ""), p["nodePort"])
+                if key in node_ports:
+                    errs.append(duplicate(f"spec.ports[{i}].nodePort", p["nodePort"]))
+                node_ports.add(key)
+        for i, p in enumerate(ports):
+            key = (p.get("protocol", ""), p.get("port", 0))
+            if key in seen:
+                errs.append(duplicate(f"spec.ports[{i}]", _service_port_repr(*key)))
+            seen.add(key)
+        errs += _source_range_errors(spec, annotations)
+        if "allocateLoadBalancerNodePorts" in spec and type_ != "LoadBalancer":
+            errs.append(forbidden_field("spec.allocateLoadBalancerNodePorts",
+                                        "may only be used when `type` is 'LoadBalancer'"))
+        if type_ == "LoadBalancer" and "allocateLoadBalancerNodePorts" not in spec:
+            errs.append(required("allocateLoadBalancerNodePorts"))
+        lb_class = spec.get("loadBalancerClass")
+        if lb_class is not None:
+            if type_ == "LoadBalancer":
+                errs += [invalid("spec.loadBalancerClass", lb_class, m)
+                         for m in label_key_errors(lb_class)]
+            else:
+                errs.append(forbidden_field("spec.loadBalancerClass",
+                                            "may only be used when `type` is 'LoadBalancer'"))
+        errs += _traffic_policy_errors(spec)
+        errs += _lb_status_errors(obj)
+        return errs
+
+
+def _service_port_errors(p, require_name, names, path):
+    """validateServicePort."""
+    errs = []
+    name = p.get("name", "")
+    if require_name and not name:
+        errs.append(required(f"{path}.name"))
+    elif name:
+        errs += [invalid(f"{path}.name", name, m) for m in label_errors(name)]
+        if name in names:
+            errs.append(duplicate(f"{path}.name", name))
+        names.add(name)
+    port = p.get("port", 0)
+    if not 1 <= port <= 65535:
+        errs.append(invalid(f"{path}.port", port, PORT_NUM_MSG))
+    protocol = p.get("protocol", "")
+    if not protocol:
+        errs.append(required(f"{path}.protocol"))
+    elif protocol not in PROTOCOLS:
+        errs.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+    target = p.get("targetPort", 0)
+    if isinstance(target, str):
+        errs += [invalid(f"{path}.targetPort", target, m) for m in port_name_errors(target)]
+    elif not 1 <= target <= 65535:
+        errs.append(invalid(f"{path}.targetPort", target, PORT_NUM_MSG))
+    if p.get("appProtocol") is not None:
+        errs += [invalid(f"{path}.appProtocol", p["appProtocol"], m)
+                 for m in label_key_errors(p["appProtocol"])]
+    return errs
+
+
+def _session_affinity_errors(spec):
+    affinity = spec.get("sessionAffinity", "")
+    if not affinity:
+        return [required("spec.sessionAffinity")]
+    if affinity not in ("ClientIP", "None"):
+        return [not_supported("spec.sessionAffinity", affinity, ["ClientIP", "None"])]
+    path, config = "spec.sessionAffinityConfig", spec.get("sessionAffinityConfig")
+    if affinity == "None":
+        return [] if config is None else [forbidden_field(
+            path, "must not be set when session affinity is None")]
+    why = "when session affinity type is ClientIP"
+    if config is None:
+        return [required(path, why)]
+    if config.get("clientIP") is None:
+        return [required(f"{path}.clientIP", why)]
+    timeout = config["clientIP"].get("timeoutSeconds")
+    if timeout is None:
+        return [required(f"{path}.clientIP.timeoutSeconds", why)]
+    if not 0 < timeout <= 86400:
+        return [invalid(f"{path}.clientIP.timeoutSeconds", timeout,
+                        "must be greater than 0 and less than 86400")]
+    return []
+
+
+def _source_range_errors(spec, annotations):
+    errs = []
+    ranges = spec.get("loadBalancerSourceRanges") or []
+    if ranges:
+        path, values = "spec.LoadBalancerSourceRanges", [r.strip() for r in ranges]
+        indexed = [f"{path}[{i}]" for i in range(len(values))]
+    elif _LB_SOURCE_RANGES in annotations:
+        path = f"metadata.annotations[{_LB_SOURCE_RANGES}]"
+        text = annotations[_LB_SOURCE_RANGES].strip()
+        values = [v.strip() for v in text.split(",")] if text else []
+        indexed = [path] * len(values)
+    else:
+        return errs
+    if spec.get("type") != "LoadBalancer":
+        errs.append(forbidden_field(path, "may only be used when `type` is 'LoadBalancer'"))
+    for where, value in zip(indexed, values):
+        try:
+            ipaddress.ip_network(value, strict=False)
+            if "/" not in value:
+                raise ValueError(value)
+        except ValueError:
+            errs.append(invalid(where, value, CIDR_MSG))
+    return errs
+
+
+def _traffic_policy_errors(spec):
+    errs = []
+    policy = spec.get("externalTrafficPolicy", "")
+    if not _externally_accessible(spec):
+        if policy:
+            errs.append(invalid("spec.externalTrafficPolicy", policy,
+                                "may only be set for externally-accessible services"))
+    elif not policy:
+        errs.append(required("spec.externalTrafficPolicy"))
+    elif policy not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.externalTrafficPolicy", policy, ["Cluster", "Local"]))
+    hc = spec.get("healthCheckNodePort", 0)
+    if not _needs_health_check(spec):
+        if hc:
+            errs.append(invalid("spec.healthCheckNodePort", hc, "may only be set when `type` is "
+                                "'LoadBalancer' and `externalTrafficPolicy` is 'Local'"))
+    elif not hc:
+        errs.append(required("spec.healthCheckNodePort"))
+    elif not 1 <= hc <= 65535:
+        errs.append(invalid("spec.healthCheckNodePort", hc, PORT_NUM_MSG))
+    internal = spec.get("internalTrafficPolicy")
+    if internal is None:
+        if spec.get("type") in ("ClusterIP", "NodePort", "LoadBalancer"):
+            errs.append(required("spec.internalTrafficPolicy"))
+    elif internal not in ("Cluster", "Local"):
+        errs.append(not_supported("spec.internalTrafficPolicy", internal, ["Cluster", "Local"]))
+    distribution = spec.get("trafficDistribution")
+    if distribution is not None and distribution != "PreferClose":
+        errs.append(not_supported("spec.trafficDistribution", distribution, ["PreferClose"]))
+    return errs
+
+
+def _lb_status_errors(obj):
+    ingress = (((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress") or [])
+    if ingress and (obj.get("spec") or {}).get("type") != "LoadBalancer":
+        return [forbidden_field("status.loadBalancer.ingress",
+                                "may only be used when `spec.type` is 'LoadBalancer'")]
+    errs = []
+    for i, item in enumerate(ingress):
+        if isinstance(item, dict) and item.get("ip") and parse_ip(item["ip"]) is None:
+            errs.append(invalid(f"status.loadBalancer.ingress[{i}].ip", item["ip"], IP_MSG))
+    return errs
+
+
+def _service_update_errors(spec, old):
+    """ValidateServiceUpdate's checks against the stored Service."""
+    errs = []
+    external = "ExternalName" in (spec.get("type"), old.get("type"))
+    ips, old_ips = spec.get("clusterIPs") or [], old.get("clusterIPs") or []
+    if not external and not (_headless(spec) and _headless(old)):
+        path = "spec.clusterIPs"
+        if len(ips) == len(old_ips):
+            errs += [invalid(f"{path}[{i}]", ips, "may not change once set")
+                     for i, v in enumerate(old_ips) if ips[i] != v]
+        elif len(ips) < len(old_ips):
+            if not ips:
+                errs.append(invalid(f"{path}[0]", ips, "primary clusterIP can not be unset"))
+            elif ips[0] != old_ips[0]:
+                errs.append(invalid(f"{path}[0]", ips, "may not change once set"))
+            if len(ips) == 1 and spec.get("ipFamilyPolicy") != "SingleStack":
+                errs.append(invalid("spec.ipFamilyPolicy", spec.get("ipFamilyPolicy"),
+                                    "must be set to 'SingleStack' when releasing the secondary "
+                                    "clusterIP"))
+        elif old_ips and ips[0] != old_ips[0]:
+            errs.append(invalid(f"{path}[0]", ips, "may not change once set"))
+    families, old_families = spec.get("ipFamilies") or [], old.get("ipFamilies") or []
+    if not external and _headless(spec) == _headless(old) and not _headless(spec):
+        path = "spec.ipFamilies[0]"
+        if len(families) == len(old_families):
+            errs += [invalid(path, families, "may not change once set")
+                     for i, v in enumerate(old_families) if families[i] != v]
+        elif len(families) < len(old_families):
+            if not ips:
+                errs.append(invalid(path, families, "primary ipFamily can not be unset"))
+            if families and families[0] != old_families[0]:
+                errs.append(invalid(path, ips, "may not change once set"))
+            if len(families) == 1 and spec.get("ipFamilyPolicy") != "SingleStack":
+                errs.append(invalid("spec.ipFamilyPolicy", spec.get("ipFamilyPolicy"),
+                                    "must be set to 'SingleStack' when releasing the secondary "
+                                    "ipFamily"))
+        elif old_families and families[0] != old_families[0]:
+            errs.append(invalid(path, ips, "may not change once set"))
+    if spec.get("type") == "LoadBalancer" == old.get("type") and \
+            spec.get("loadBalancerClass") != old.get("loadBalancerClass"):
+        errs.append(invalid("spec.loadBalancerClass", spec.get("loadBalancerClass"),
+                            "may not change once set"))
+    if _needs_health_check(spec) and _needs_health_check(old) and \
+            spec.get("healthCheckNodePort") != old.get("healthCheckNodePort"):
+        errs.append(forbidden_field("spec.healthCheckNodePort", "field is immutable"))
+    return errs
 
 
 # --- admissionregistration.k8s.io ---------------------------------------------------------
@@ -670,6 +1431,155 @@ class PodKind(Kind):
         obj["status"] = {"phase": "Pending"}
 
 
+# --- discovery.k8s.io ---------------------------------------------------------------------
+
+ADDRESS_TYPES = ["FQDN", "IPv4", "IPv6"]
+
+
+def fqdn_errors(value, path):
+    """IsFullyQualifiedDomainName."""
+    if not value:
+        return [required(path)]
+    name = value[:-1] if value.endswith(".") else value
+    msgs = subdomain_errors(name)
+    if msgs:
+        return [invalid(path, name, ",".join(msgs))]
+    if len(name.split(".")) < 2:
+        return [invalid(path, name, "should be a domain with at least two segments separated "
+                                    "by dots")]
+    for label in name.split("."):
+        msgs = label_errors(label)
+        if msgs:
+            return [invalid(path, label, ",".join(msgs))]
+    return []
+
+
+def _address_errors(address_type, value, path):
+    ip = parse_ip(value)
+    if address_type == "IPv4":
+        errs = [] if ip is not None and _unmapped(ip).version == 4 else \
+            [invalid(path, value, "must be a valid IPv4 address")]
+        return errs + endpoint_ip_errors(value, path)
+    if address_type == "IPv6":
+        errs = [] if ip is not None and _unmapped(ip).version == 6 else \
+            [invalid(path, value, "must be a valid IPv6 address")]
+        return errs + endpoint_ip_errors(value, path)
+    if address_type == "FQDN":
+        return fqdn_errors(value, path)
+    return []
+
+
+class EndpointSliceKind(Kind):
+    """discovery.k8s.io/v1 EndpointSlice: SetDefaults_EndpointPort, the strategy's generation
+    and ValidateEndpointSlice."""
+
+    def defaults(self, obj):
+        for field in ("endpoints", "ports"):
+            if field in obj:
+                # A null element decodes as a zero struct; an empty list is stored as none.
+                obj[field] = [v if isinstance(v, dict) else {} for v in obj[field]]
+                if not obj[field]:
+                    del obj[field]
+        for endpoint in obj.get("endpoints") or []:
+            endpoint.setdefault("conditions", {})  # a struct: serialized even when empty
+        for port in obj.get("ports") or []:
+            port.setdefault("name", "")
+            port.setdefault("protocol", "TCP")
+
+    def prepare_create(self, obj):
+        obj["metadata"]["generation"] = 1
+        for endpoint in obj.get("endpoints") or []:
+            if isinstance(endpoint, dict):
+                endpoint.pop("deprecatedTopology", None)  # not writable through v1
+
+    def prepare_update(self, new, old):
+        self.defaults(new)  # decoding defaults before the strategy runs
+        if new.get("endpoints") != old.get("endpoints"):
+            for endpoint in new.get("endpoints") or []:
+                endpoint.pop("deprecatedTopology", None)
+
+        def body(o):
+            return {k: v for k, v in o.items() if k not in ("apiVersion", "kind", "metadata")}
+        if body(new) != body(old) or (new["metadata"].get("labels") or {}) != \
+                (old["metadata"].get("labels") or {}):
+            new["metadata"]["generation"] = old["metadata"].get("generation", 0) + 1
+
+    def validate(self, obj, old):
+        errs = []
+        address_type = obj.get("addressType", "")
+        if not address_type:
+            errs.append(required("addressType"))
+        elif address_type not in ADDRESS_TYPES:
+            errs.append(not_supported("addressType", address_type, ADDRESS_TYPES))
+        endpoints = obj.get("endpoints") or []
+        if len(endpoints) > 1000:
+            errs.append(errors.too_many("endpoints", len(endpoints), 1000))
+            endpoints = []
+        for i, endpoint in enumerate(endpoints):
+            errs += self._endpoint_errors(endpoint, address_type, f"endpoints[{i}]")
+        ports = obj.get("ports") or []
+        if len(ports) > 20000:
+            errs.append(errors.too_many("ports", len(ports), 20000))
+            ports = []
+        names = set()
+        for i, port in enumerate(ports):
+            path, name = f"ports[{i}]", port.get("name", "")
+            if name:
+                errs += [invalid(f"{path}.name", name, m) for m in label_errors(name)]
+            if name in names:
+                errs.append(duplicate(f"{path}.name", name))
+            names.add(name)
+            protocol = port.get("protocol")
+            if protocol is None:
+                errs.append(required(f"{path}.protocol"))
+            elif protocol not in PROTOCOLS:
+                errs.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+            if port.get("appProtocol") is not None:
+                errs += [invalid(f"{path}.appProtocol", port["appProtocol"], m)
+                         for m in label_key_errors(port["appProtocol"])]
+        if old is not None and address_type != old.get("addressType", ""):
+            errs.append(invalid("addressType", address_type, "field is immutable"))
+        return errs
+
+    @staticmethod
+    def _endpoint_errors(endpoint, address_type, path):
+        errs = []
+        addresses = endpoint.get("addresses") or []
+        if not addresses:
+            errs.append(required(f"{path}.addresses", "must contain at least 1 address"))
+        elif len(addresses) > 100:
+            errs.append(errors.too_many(f"{path}.addresses", len(addresses), 100))
+        for j, address in enumerate(addresses):
+            errs += _address_errors(address_type, address, f"{path}.addresses[{j}]")
+        if endpoint.get("nodeName") is not None:
+            errs += [invalid(f"{path}.nodeName", endpoint["nodeName"], m)
+                     for m in subdomain_errors(endpoint["nodeName"])]
+        topology = endpoint.get("deprecatedTopology") or {}
+        if len(topology) > 16:
+            errs.append(errors.too_many(f"{path}.deprecatedTopology", len(topology), 16))
+        errs += validate_labels(topology, f"{path}.deprecatedTopology")
+        if endpoint.get("hostname") is not None:
+            errs += [invalid(f"{path}.hostname", endpoint["hostname"], m)
+                     for m in label_errors(endpoint["hostname"])]
+        zones = (endpoint.get("hints") or {}).get("forZones") or []
+        if len(zones) > 8:
+            return errs + [errors.too_many(f"{path}.hints.forZones", len(zones), 8)]
+        seen = set()
+        for k, zone in enumerate(zones):
+            zpath, name = f"{path}.hints.forZones[{k}].name", (zone or {}).get("name", "")
+            if name in seen:
+                errs.append(duplicate(zpath, name))
+            seen.add(name)
+            errs += [invalid(zpath, name, m) for m in label_value_errors(name)]
+        return errs
+
+    def present(self, obj):
+        # Both lists lack omitempty: the API server writes null for none.
+        for field in ("endpoints", "ports"):
+            if not obj.get(field):
+                obj[field] = None
+
+
 # --- batch/v1 -----------------------------------------------------------------------------
 
 JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
@@ -821,7 +1731,9 @@ STRATEGIES = {
     ("events.k8s.io", "events"): EventKind(v1=True),
     ("", "pods"): PodKind(),
     ("batch", "jobs"): JobKind(),
+    ("", "services"): ServiceKind(),
     ("coordination.k8s.io", "leases"): LeaseKind(),
+    ("discovery.k8s.io", "endpointslices"): EndpointSliceKind(),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"):
         WebhookConfigurationKind(mutating=False),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"):

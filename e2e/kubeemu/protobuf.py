@@ -1,6 +1,6 @@
 """Decoding of application/vnd.kubernetes.protobuf request bodies (wire spec section 10).
 
-client-go's typed clients (kubectl create secret|configmap|namespace|serviceaccount,
+client-go's typed clients (kubectl create secret|configmap|namespace|serviceaccount|service,
 kubectl auth can-i) send protobuf. The body is the magic "k8s\\0" plus a runtime.Unknown
 {1 typeMeta{1 apiVersion, 2 kind}, 2 raw}; raw is the object message. Only the kinds
 those commands send are described; fields the server sets (uid, timestamps) are skipped.
@@ -48,7 +48,8 @@ def _fields(buf):
     return out
 
 
-# Message descriptions: field number -> (json name, type). Types: "string", "bool", "map"
+# Message descriptions: field number -> (json name, type). Types: "string", "bool", "int",
+# "int0" and "bool0" (omitempty: a zero value is left out), "intstr" (IntOrString), "map"
 # (string->string), "bmap" (string->bytes, base64 in JSON), a nested dict (a message), or a
 # one-element list for repeated fields.
 OWNER_REF = {1: ("kind", "string"), 3: ("name", "string"), 4: ("uid", "string"),
@@ -61,6 +62,21 @@ OBJECT_META = {1: ("name", "string"), 2: ("generateName", "string"),
 OBJECT_REF = {1: ("kind", "string"), 2: ("namespace", "string"), 3: ("name", "string"),
               4: ("uid", "string"), 5: ("apiVersion", "string"),
               6: ("resourceVersion", "string"), 7: ("fieldPath", "string")}
+INT_OR_STRING = "intstr"
+SERVICE_PORT = {1: ("name", "string"), 2: ("protocol", "string"), 3: ("port", "int"),
+                4: ("targetPort", INT_OR_STRING), 5: ("nodePort", "int0"),
+                6: ("appProtocol", "string")}
+SERVICE_SPEC = {
+    1: ("ports", [SERVICE_PORT]), 2: ("selector", "map"), 3: ("clusterIP", "string"),
+    4: ("type", "string"), 5: ("externalIPs", ["string"]), 7: ("sessionAffinity", "string"),
+    8: ("loadBalancerIP", "string"), 9: ("loadBalancerSourceRanges", ["string"]),
+    10: ("externalName", "string"), 11: ("externalTrafficPolicy", "string"),
+    12: ("healthCheckNodePort", "int0"), 13: ("publishNotReadyAddresses", "bool0"),
+    14: ("sessionAffinityConfig", {1: ("clientIP", {1: ("timeoutSeconds", "int")})}),
+    17: ("ipFamilyPolicy", "string"), 18: ("clusterIPs", ["string"]),
+    19: ("ipFamilies", ["string"]), 20: ("allocateLoadBalancerNodePorts", "bool"),
+    21: ("loadBalancerClass", "string"), 22: ("internalTrafficPolicy", "string"),
+    23: ("trafficDistribution", "string")}
 MESSAGES = {
     "Secret": {1: ("metadata", OBJECT_META), 2: ("data", "bmap"), 3: ("type", "string"),
                4: ("stringData", "map"), 5: ("immutable", "bool")},
@@ -72,6 +88,7 @@ MESSAGES = {
     "ServiceAccount": {1: ("metadata", OBJECT_META), 2: ("secrets", [OBJECT_REF]),
                        3: ("imagePullSecrets", [{1: ("name", "string")}]),
                        4: ("automountServiceAccountToken", "bool")},
+    "Service": {1: ("metadata", OBJECT_META), 2: ("spec", SERVICE_SPEC)},
     "SelfSubjectAccessReview": {
         1: ("metadata", OBJECT_META),
         2: ("spec", {
@@ -83,11 +100,22 @@ MESSAGES = {
 }
 
 
+def _int(raw):
+    """A varint as a signed 64-bit value (negative int32s are sign-extended)."""
+    return raw - (1 << 64) if raw >= 1 << 63 else raw
+
+
 def _value(kind, raw):
     if kind == "string":
         return raw.decode("utf-8")
-    if kind == "bool":
+    if kind in ("bool", "bool0"):
         return bool(raw)
+    if kind in ("int", "int0"):
+        return _int(raw)
+    if kind == INT_OR_STRING:
+        fields = dict(_fields(raw))
+        return fields.get(3, b"").decode("utf-8") if fields.get(1) == 1 else \
+            _int(fields.get(2, 0))
     return _message(kind, raw)
 
 
@@ -112,7 +140,9 @@ def _message(desc, raw):
         else:
             out[name] = _value(kind, value)
     # Go's JSON encoding omits empty strings and empty messages (omitempty).
-    return {k: v for k, v in out.items() if v not in ("", {})}
+    zero_omitted = {name for name, kind in desc.values() if kind in ("int0", "bool0")}
+    return {k: v for k, v in out.items()
+            if not (isinstance(v, (str, dict)) and not v) and not (k in zero_omitted and not v)}
 
 
 def decode(body):

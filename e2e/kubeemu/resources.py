@@ -79,6 +79,7 @@ RESOURCES = [
              create_on_update=True, storage=("", "events")),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True, create_on_update=True,
              unconditional_update=False),
+    Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     Resource(_ADM, "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration",
              False, categories=["api-extensions"], unconditional_update=False,
              generation="webhooks"),

@@ -45,6 +45,15 @@ class Scalar(Node):
         return value
 
 
+class IntOrString(Node):
+    """intstr.IntOrString: a JSON number or string."""
+
+    def decode(self, value, path, ctx):
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            ctx.type_error(value, path, "intstr.IntOrString")
+        return value
+
+
 class Bytes(Node):
     """[]byte: standard base64 with padding on the wire."""
 
@@ -142,6 +151,7 @@ class ListOf(Node):
 
 
 ANY = Any()
+INT_OR_STRING = IntOrString()
 STRING = Scalar("string")
 INT32 = Scalar("int32")
 INT64 = Scalar("int64")
@@ -222,11 +232,27 @@ NAMESPACE = top("Namespace",
 SERVICE_ACCOUNT = top("ServiceAccount", secrets=ListOf(OBJECT_REF, key="name"),
                       imagePullSecrets=ListOf(LOCAL_REF, key="name"),
                       automountServiceAccountToken=BOOL)
-SERVICE = top("Service",
-              spec=Struct("ServiceSpec", {
-                  "ports": ListOf(Struct("ServicePort", {}, open=True), key="port",
-                                  ssa_key="port")}, open=True),
-              status=ANY)
+SERVICE_PORT = Struct("ServicePort", {
+    "name": STRING, "protocol": STRING, "appProtocol": STRING, "port": INT32,
+    "targetPort": INT_OR_STRING, "nodePort": INT32})
+SERVICE = top("Service", spec=Struct("ServiceSpec", {
+    "ports": ListOf(SERVICE_PORT, key="port"), "selector": MapOf(STRING),
+    "clusterIP": STRING, "clusterIPs": STRINGS, "type": STRING, "externalIPs": STRINGS,
+    "sessionAffinity": STRING, "loadBalancerIP": STRING, "loadBalancerSourceRanges": STRINGS,
+    "externalName": STRING, "externalTrafficPolicy": STRING, "healthCheckNodePort": INT32,
+    "publishNotReadyAddresses": BOOL,
+    "sessionAffinityConfig": Struct("SessionAffinityConfig", {
+        "clientIP": Struct("ClientIPConfig", {"timeoutSeconds": INT32})}),
+    "ipFamilies": STRINGS, "ipFamilyPolicy": STRING, "allocateLoadBalancerNodePorts": BOOL,
+    "loadBalancerClass": STRING, "internalTrafficPolicy": STRING,
+    "trafficDistribution": STRING}),
+    status=Struct("ServiceStatus", {
+        "loadBalancer": Struct("LoadBalancerStatus", {
+            "ingress": ListOf(Struct("LoadBalancerIngress", {
+                "ip": STRING, "hostname": STRING, "ipMode": STRING,
+                "ports": ListOf(Struct("PortStatus", {
+                    "port": INT32, "protocol": STRING, "error": STRING}))}))}),
+        "conditions": ListOf(CONDITION, key="type")}))
 EVENT_SOURCE = Struct("EventSource", {"component": STRING, "host": STRING})
 EVENT = top("Event", involvedObject=OBJECT_REF, reason=STRING, message=STRING,
             source=EVENT_SOURCE, firstTimestamp=TIME, lastTimestamp=TIME, count=INT32,
@@ -267,6 +293,19 @@ DEPLOYMENT = top("Deployment", spec=Struct("DeploymentSpec", {
     status=ANY)
 JOB = top("Job", spec=Struct("JobSpec", {"template": POD_TEMPLATE, "selector": LABEL_SELECTOR},
                              open=True), status=ANY)
+
+# --- discovery.k8s.io/v1 ------------------------------------------------------------------
+
+# Every list here is listType=atomic without a patch strategy: replaced whole.
+ENDPOINT_SLICE = top("EndpointSlice", addressType=STRING, endpoints=ListOf(Struct("Endpoint", {
+    "addresses": STRINGS,
+    "conditions": Struct("EndpointConditions", {"ready": BOOL, "serving": BOOL,
+                                                "terminating": BOOL}),
+    "hostname": STRING, "targetRef": OBJECT_REF, "deprecatedTopology": MapOf(STRING),
+    "nodeName": STRING, "zone": STRING,
+    "hints": Struct("EndpointHints", {"forZones": ListOf(Struct("ForZone", {"name": STRING}))})})),
+    ports=ListOf(Struct("EndpointPort", {"name": STRING, "protocol": STRING, "port": INT32,
+                                         "appProtocol": STRING})))
 
 # --- rbac.authorization.k8s.io/v1 ---------------------------------------------------------
 
@@ -357,7 +396,7 @@ SCHEMAS = {
     ("", "Secret"): SECRET, ("", "ConfigMap"): CONFIG_MAP, ("", "Namespace"): NAMESPACE,
     ("", "ServiceAccount"): SERVICE_ACCOUNT, ("", "Service"): SERVICE, ("", "Event"): EVENT,
     ("", "Pod"): POD, ("events.k8s.io", "Event"): EVENT_V1,
-    ("coordination.k8s.io", "Lease"): LEASE,
+    ("coordination.k8s.io", "Lease"): LEASE, ("discovery.k8s.io", "EndpointSlice"): ENDPOINT_SLICE,
     ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"):
         VALIDATING_WEBHOOK_CONFIGURATION,
     ("admissionregistration.k8s.io", "MutatingWebhookConfiguration"):

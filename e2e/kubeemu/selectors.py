@@ -189,6 +189,7 @@ def _event_source(obj):
 _EXTRA_FIELDS = {
     ("", "secrets"): ["type"],
     ("", "namespaces"): ["status.phase"],
+    ("", "services"): ["spec.clusterIP", "spec.type"],
     ("", "pods"): ["spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
                    "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
                    "status.podIP", "status.nominatedNodeName"],
