@@ -74,6 +74,33 @@ def api_service(group, version="v1", ca_bundle="", service="hook", namespace="in
             "metadata": {"name": f"{version}.{group}"}, "spec": spec}
 
 
+def service_with_endpoints(name="hook", namespace="infra", port=443, target_port=9443,
+                           ready=(True,), port_name=""):
+    """A Service and the EndpointSlice its controller would keep: one endpoint per entry
+    of `ready` (its conditions.ready; None leaves the condition out, which means ready)."""
+    svc_port = {"port": port, "targetPort": target_port}
+    if port_name:
+        svc_port["name"] = port_name
+    endpoints = []
+    for i, state in enumerate(ready):
+        endpoint = {"addresses": [f"10.244.0.{10 + i}"]}
+        if state is not None:
+            endpoint["conditions"] = {"ready": state}
+        endpoints.append(endpoint)
+    return [
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"ports": [svc_port], "selector": {"app": name}}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": f"{name}-abcde", "namespace": namespace,
+                      "labels": {"kubernetes.io/service-name": name,
+                                 "endpointslice.kubernetes.io/managed-by":
+                                     "endpointslice-controller.k8s.io"}},
+         "addressType": "IPv4", "endpoints": endpoints,
+         "ports": [{"name": port_name, "port": target_port, "protocol": "TCP"}]},
+    ]
+
+
 def read_only(log, user):
     """True when every request `user` made was a read."""
     verbs = {entry["verb"] for entry in log["requests"] if entry.get("user") == user}

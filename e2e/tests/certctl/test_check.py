@@ -8,14 +8,15 @@ import os
 import pytest
 
 from harness.certctl import (api_service, b64, crd, read_only, run_certctl,
-                             webhook_configuration)
+                             service_with_endpoints, webhook_configuration)
 
 NS = "infra"
 SECRET = "webhook-server-cert"
 VWC = "ValidatingWebhookConfiguration"
 MWC = "MutatingWebhookConfiguration"
 
-# Exactly what `certctl check` needs: reads of the Secret and of the targets.
+# Exactly what `certctl check` needs: reads of the Secret, of the targets and of what the API
+# server would dial for them (the Service and its EndpointSlices).
 CHECKER_RULES = [
     {"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"],
      "resourceNames": [SECRET], "namespaces": [NS]},
@@ -24,6 +25,9 @@ CHECKER_RULES = [
     {"verbs": ["get"], "apiGroups": ["apiextensions.k8s.io"],
      "resources": ["customresourcedefinitions"]},
     {"verbs": ["get"], "apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"]},
+    {"verbs": ["get"], "apiGroups": [""], "resources": ["services"], "namespaces": [NS]},
+    {"verbs": ["list"], "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+     "namespaces": [NS]},
 ]
 
 
@@ -44,11 +48,10 @@ def generate_secret(cluster, certctl_binary, service="hook"):
 
 @pytest.fixture
 def setup(cluster, certctl_binary):
-    """Namespace, Service, Secret and a checker user with least privilege."""
+    """Namespace, Service with a ready endpoint, Secret and a checker user with least
+    privilege."""
     cluster.kubectl("create", "namespace", NS)
-    apply(cluster, {"apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": "hook", "namespace": NS},
-                    "spec": {"ports": [{"port": 443, "targetPort": 9443}]}})
+    apply(cluster, *service_with_endpoints("hook", NS))
     pems = generate_secret(cluster, certctl_binary)
     cluster.add_user("checker", CHECKER_RULES)
     return pems
@@ -95,9 +98,12 @@ def test_healthy_secret_and_targets_pass_with_reads_only(cluster, certctl_binary
     only_reads, verbs = read_only(log, "checker")
     assert only_reads, verbs
     assert cluster.writes() == []
-    # One GET for the Secret and one per named target: nothing read twice.
+    # One GET for the Secret, one per named target and one for the Service they all call, one
+    # LIST of its EndpointSlices: nothing read twice.
     gets = [e for e in log["requests"] if e["user"] == "checker" and e["verb"] == "get"]
-    assert len(gets) == 5
+    assert len(gets) == 6
+    lists = [e for e in log["requests"] if e["user"] == "checker" and e["verb"] == "list"]
+    assert [e["resource"] for e in lists] == ["endpointslices"]
 
     text = check(cluster, certctl_binary, "--webhook-selector", "app=hook")
     assert text.returncode == 0, text.stdout + text.stderr

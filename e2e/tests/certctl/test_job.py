@@ -82,6 +82,19 @@ def job(cluster, binary, *args, phase="all", service="hook"):
                        env=env)
 
 
+def point_targets_at(cluster, service):
+    """What renaming the webhook's Service does to the targets: every entry calls the new
+    name."""
+    def patch(kind, name, paths):
+        cluster.kubectl("patch", kind, name, "--type", "json", "-p", json.dumps(
+            [{"op": "replace", "path": path, "value": service} for path in paths]))
+    patch("validatingwebhookconfiguration", "hook",
+          [f"/webhooks/{i}/clientConfig/service/name" for i in range(3)])
+    patch("mutatingwebhookconfiguration", "hook", ["/webhooks/0/clientConfig/service/name"])
+    patch("crd", "widgets.hook.io", ["/spec/conversion/webhook/clientConfig/service/name"])
+    patch("apiservice", "v1.metrics.hook.io", ["/spec/service/name"])
+
+
 def writes_by_job(cluster):
     return [(e["verb"], e["resource"], e["name"]) for e in cluster.request_log()["requests"]
             if e["user"] == "system:serviceaccount:infra:certctl" and e["verb"] in WRITE_VERBS
@@ -130,6 +143,7 @@ def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     before = secret_data(hook)
     before_bundles = bundles(hook)
+    point_targets_at(hook, "renamed")
     hook.reset_request_log()
     result = job(hook, certctl_binary, service="renamed")
     assert result.returncode == 0, result.stderr
@@ -142,6 +156,33 @@ def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
     sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"],
                           input=after["tls.crt"], capture_output=True, text=True).stdout
     assert "DNS:renamed.infra.svc" in sans
+
+
+def test_a_service_the_targets_do_not_call_fails_after_writing_the_bundle(hook, certctl_binary):
+    # The targets call hook.infra.svc; the certificate is made for another Service. The API
+    # server would refuse every call with an x509 name error, so the hook fails now.
+    result = job(hook, certctl_binary, service="other")
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("certctl job: the CA bundle is injected, but the API server cannot "
+                           "call every target: ")
+    assert ("validatingwebhookconfiguration/hook: webhooks[0] (a.hook.io) calls hook.infra.svc, "
+            "which the certificate does not name (it names other.infra.svc, other, other.infra, "
+            "other.infra.svc.cluster.local)") in last
+    assert "customresourcedefinition/widgets.hook.io: spec.conversion.webhook calls " in last
+    assert "apiservice/v1.metrics.hook.io: spec.service calls hook.infra.svc" in last
+    ca = secret_data(hook)["ca.crt"]
+    assert set(bundles(hook).values()) == {ca}  # written all the same
+    # certctl never adds what the targets call to the certificate.
+    sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"],
+                          input=secret_data(hook)["tls.crt"], capture_output=True,
+                          text=True).stdout
+    assert "hook.infra.svc" not in sans
+
+    # Pointing the webhooks at the Service the certificate names makes the job green.
+    point_targets_at(hook, "other")
+    again = job(hook, certctl_binary, service="other")
+    assert again.returncode == 0, again.stderr
 
 
 def test_expiring_leaf_is_reissued(hook, certctl_binary):
@@ -509,6 +550,7 @@ def test_two_jobs_at_once_agree_on_one_ca(hook, certctl_binary):
 
 def test_converges_through_conflicts_and_unavailability(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
+    point_targets_at(hook, "renamed")
     hook.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
                  json.dumps([{"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"}]))
     hook.inject_fault(method="GET", path=f"/secrets/{SECRET}$", status=503, count=2,

@@ -129,13 +129,14 @@ def blanked_bundle(bed):
 
 def secret_update(bed):
     bed.job()
-    bed.job(service="renamed")  # the leaf lacks the new names: re-issued, Secret updated
+    # The leaf lacks the new name: re-issued, Secret updated.
+    bed.job("--dns-name", "hook.example.com")
 
 
 def secret_update_conflict(bed):
     bed.job()
     bed.cluster.inject_fault(method="PUT", path=f"/secrets/{SECRET}$", status=409)
-    bed.job(service="renamed")  # reads the Secret again, then updates it
+    bed.job("--dns-name", "hook.example.com")  # reads the Secret again, then updates it
 
 
 def adopt(bed):
