@@ -33,8 +33,7 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& error, bool jso
   for (const CLI::App* sub : app.get_subcommands()) {
     command += " " + sub->get_name();
   }
-  const std::string message =
-      std::string(error.what()) + " (see '" + command + " --help')";
+  const std::string message = std::string(error.what()) + " (see '" + command + " --help')";
   std::cerr << command << ": " << message << "\n";
   if (json_report) {
     PrintCheckError(message);

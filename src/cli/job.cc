@@ -7,8 +7,8 @@
 #include "certctl/controller/callable.h"
 #include "certctl/controller/converge.h"
 #include "certctl/controller/failure_policy.h"
-#include "certctl/probe/handshake.h"
 #include "certctl/controller/secret.h"
+#include "certctl/probe/handshake.h"
 #include "certctl/util/duration.h"
 
 #include "cli/exit_codes.h"
@@ -218,8 +218,8 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   }
   if (*serving_address) {
     const std::string server_name = pki::RequiredDnsNames(spec.identity).front();
-    if (auto served = WaitForServing(**serving_address, server_name, outcome->ca_bundle,
-                                     deadline, clock);
+    if (auto served =
+            WaitForServing(**serving_address, server_name, outcome->ca_bundle, deadline, clock);
         !served) {
       return Failed("the webhook at " + FormatHostPort(**serving_address) +
                     " did not verify against the injected caBundle within " +

@@ -22,7 +22,7 @@ struct RunOptions {
   std::string health_addr = ":8081";
   std::string metrics_addr = ":8080";
   std::string ready_file;
-  std::string serving_addr;  // empty: no serving check
+  std::string serving_addr;               // empty: no serving check
   std::string failure_policy_once_ready;  // "Fail", or empty: off
   std::chrono::seconds resync{std::chrono::hours(1)};
   bool leader_elect = false;

@@ -119,8 +119,7 @@ std::vector<CallVerdict> JudgeCalls(const TargetObject& target, const pki::Certi
   for (inject::CalledEndpoint& endpoint : inject::ReadCalledEndpoints(target.kind, target.object)) {
     CallVerdict verdict;
     if (!endpoint.problem.empty()) {
-      verdict.finding =
-          Finding{FindingCode::kTargetInvalid, object, Shown(endpoint.problem)};
+      verdict.finding = Finding{FindingCode::kTargetInvalid, object, Shown(endpoint.problem)};
     } else if (leaf != nullptr && endpoint.verified &&
                !pki::SansCoverHost(leaf->dns_names, leaf->ip_addresses, endpoint.host)) {
       std::string message = EntryLabel(endpoint) + " calls ";
@@ -187,11 +186,9 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
       return Fail(service.error().Wrap("get " + object));
     }
     if (!service->has_value()) {
-      report.call_findings.push_back(
-          {FindingCode::kServiceMissing, object,
-           "does not exist; " +
-               Callers(all_callers) + " call" +
-               (all_callers.size() == 1 ? "s" : "") + " it"});
+      report.call_findings.push_back({FindingCode::kServiceMissing, object,
+                                      "does not exist; " + Callers(all_callers) + " call" +
+                                          (all_callers.size() == 1 ? "s" : "") + " it"});
       fail_callers(all_callers);
       continue;
     }
@@ -234,8 +231,8 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
             {FindingCode::kServicePortMissing, object,
              "has no port " + std::to_string(port) + " (" +
                  (have.empty() ? std::string("it has none") : "it has " + have) + "); " +
-                 Callers(callers) + " call" +
-                 (callers.size() == 1 ? "s" : "") + " port " + std::to_string(port)});
+                 Callers(callers) + " call" + (callers.size() == 1 ? "s" : "") + " port " +
+                 std::to_string(port)});
         fail_callers(callers);
         continue;
       }

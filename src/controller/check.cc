@@ -90,8 +90,7 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
       report.targets.push_back({kind, name, "", false, "", "", {}});
       continue;
     }
-    const pki::CertificateInfo* leaf =
-        report.validation.leaf ? &*report.validation.leaf : nullptr;
+    const pki::CertificateInfo* leaf = report.validation.leaf ? &*report.validation.leaf : nullptr;
     std::vector<CallVerdict> calls = JudgeCalls(target, leaf);
     for (std::size_t i = 0; i < slots->size(); ++i) {
       const inject::BundleSlot& slot = (*slots)[i];
@@ -102,8 +101,8 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
             {FindingCode::kCaBundleMismatch,
              slot.webhook.empty() ? object : object + " webhook " + slot.webhook, problem});
       }
-      TargetStatus status{kind, name, slot.webhook, have_ca && problem.empty(), slot.bundle, "",
-                          {}};
+      TargetStatus status{kind, name, slot.webhook, have_ca && problem.empty(), slot.bundle,
+                          "",   {}};
       // The endpoints line up with the slots: both are read in document order.
       if (i < calls.size()) {
         CallVerdict& call = calls[i];

@@ -32,6 +32,18 @@ std::string Quoted(std::string_view text) {
   return out + "\"";
 }
 
+// The URL as shown in messages: user information (a password, perhaps) is never repeated.
+std::string Redacted(std::string_view url) {
+  const std::size_t scheme_end = url.find("://");
+  const std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  const std::size_t authority_end = url.find_first_of("/?#", start);
+  const std::size_t at = url.substr(0, authority_end).rfind('@');
+  if (at == std::string_view::npos || at < start) {
+    return std::string(url);
+  }
+  return std::string(url.substr(0, start)) + "REDACTED" + std::string(url.substr(at));
+}
+
 // A service reference as the API server validates it; `problem` when it would refuse it.
 void ReadService(const Json& service, const std::string& field, CalledEndpoint& endpoint) {
   const std::string where = field + ".service";
@@ -96,7 +108,8 @@ void ReadClientConfig(const Json* client_config, const std::string& field,
   endpoint.url = url->get<std::string>();
   auto host = UrlHost(endpoint.url);
   if (!host) {
-    endpoint.problem = field + ".url " + Quoted(endpoint.url) + " " + host.error().message();
+    endpoint.problem =
+        field + ".url " + Quoted(Redacted(endpoint.url)) + " " + host.error().message();
     return;
   }
   endpoint.host = std::move(*host);
@@ -159,14 +172,12 @@ Result<std::string> UrlHost(std::string_view url) {
     return Fail(ErrorCode::kInvalidArgument, "has a fragment, which the API server refuses");
   }
   if (url.find('?') != std::string_view::npos) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "has query parameters, which the API server refuses");
+    return Fail(ErrorCode::kInvalidArgument, "has query parameters, which the API server refuses");
   }
   std::string_view rest = url.substr(scheme_end + 3);
   const std::string_view authority = rest.substr(0, rest.find('/'));
   if (authority.find('@') != std::string_view::npos) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "has user information, which the API server refuses");
+    return Fail(ErrorCode::kInvalidArgument, "has user information, which the API server refuses");
   }
   std::string_view host;
   if (!authority.empty() && authority.front() == '[') {
@@ -186,9 +197,8 @@ Result<std::string> UrlHost(std::string_view url) {
   const std::size_t bracket = authority.rfind(']');
   if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
     const std::string_view port = authority.substr(colon + 1);
-    if (!port.empty() && !std::all_of(port.begin(), port.end(), [](unsigned char c) {
-          return std::isdigit(c) != 0;
-        })) {
+    if (!port.empty() && !std::all_of(port.begin(), port.end(),
+                                      [](unsigned char c) { return std::isdigit(c) != 0; })) {
       return Fail(ErrorCode::kInvalidArgument, "has a port that is not a number");
     }
   }

@@ -66,8 +66,7 @@ std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::j
     }
     const std::string entry = "/webhooks/" + std::to_string(i);
     operations.push_back({{"op", "test"}, {"path", entry + "/name"}, {"value", webhook["name"]}});
-    operations.push_back(
-        {{"op", "test"}, {"path", entry + "/failurePolicy"}, {"value", "Ignore"}});
+    operations.push_back({{"op", "test"}, {"path", entry + "/failurePolicy"}, {"value", "Ignore"}});
     operations.push_back(
         {{"op", "replace"}, {"path", entry + "/failurePolicy"}, {"value", "Fail"}});
   }

@@ -380,13 +380,12 @@ void Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
       controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
   for (std::size_t i = 0; i < closed->patched.size(); ++i) {
     metrics_.writes.Add({KindOf(closed->patched[i])});
-    log_(LogLevel::kInfo, "ready: set failurePolicy Fail on the entries of " +
-                              closed->patched[i] + " that had Ignore");
-    const kube::Json event =
-        MakeEvent(closed->patched_references[i], "FailurePolicySet",
-                  "set failurePolicy Fail on the entries that had Ignore, as " + secret_object +
-                      " is ready",
-                  config_.instance, clock_.Now());
+    log_(LogLevel::kInfo, "ready: set failurePolicy Fail on the entries of " + closed->patched[i] +
+                              " that had Ignore");
+    const kube::Json event = MakeEvent(
+        closed->patched_references[i], "FailurePolicySet",
+        "set failurePolicy Fail on the entries that had Ignore, as " + secret_object + " is ready",
+        config_.instance, clock_.Now());
     if (auto recorded = RecordEvent(client_, event); !recorded) {
       WarnRateLimited("events", recorded.error().message());
     }
@@ -526,7 +525,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     return false;
   }
   backoff_ = milliseconds(0);
-  const std::string result = report->ready ? "ready" : "not_ready";
+  // A pass whose targets call names the certificate lacks did not end ready either.
+  const bool callable = !report->call_findings || report->call_findings->empty();
+  const std::string result = report->ready && callable ? "ready" : "not_ready";
   metrics_.reconciles.Add({result});
   metrics_.reconcile_duration.Observe({result}, took);
   const std::string secret = config_.pass.secret.ns + "/" + config_.pass.secret.name;
@@ -540,7 +541,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (report->folder_written) {
     log_(LogLevel::kInfo, "wrote a new set to " + config_.pass.cert_dir.string());
   }
-  if (report->ready) {
+  if (report->ready && callable) {
     metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
   }
   {

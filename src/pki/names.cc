@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <cctype>
+#include <optional>
 #include <string>
 
 #include <arpa/inet.h>

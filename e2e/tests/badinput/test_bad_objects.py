@@ -321,9 +321,14 @@ def test_url_webhook_holding_another_ca_is_named(stage, generated):
     check = stage.certctl("check", "--validating-webhook", "urls")
     assert check.returncode == 1, check.stdout + check.stderr
     found = findings(check.stdout)
+    # The Secret was made for Service hook alone, so the URL's host is not named either.
     assert [(obj, code) for obj, code, _ in found] == [
-        ("validatingwebhookconfiguration/urls webhook u.hook.io", "ca-bundle-mismatch")]
+        ("validatingwebhookconfiguration/urls webhook u.hook.io", "ca-bundle-mismatch"),
+        ("validatingwebhookconfiguration/urls", "target-name-not-covered")]
     assert "does not contain the CA" in found[0][2], found
+    assert found[1][2].startswith("webhooks[0] (u.hook.io) calls "
+                                  "https://hook.example.com:8443/validate, whose host "
+                                  "hook.example.com the certificate does not name"), found
     assert stage.writes() == [] and stage.snapshot() == before
 
 

@@ -28,9 +28,9 @@ VALUES = {
 }
 
 
-def helm(cluster, tmp_path, *args):
+def helm(cluster, tmp_path, *args, values_doc=None):
     values = tmp_path / "values.json"
-    values.write_text(json.dumps(VALUES))  # JSON is YAML
+    values.write_text(json.dumps(values_doc or VALUES))  # JSON is YAML
     proc = subprocess.run([find_helm(), *args, "--namespace", NS, "-f", str(values)],
                           capture_output=True, text=True, timeout=150,
                           env=helm_env(tmp_path / "helm-home", cluster.kubeconfig()))
@@ -95,6 +95,48 @@ def test_helm_install_then_upgrade(cluster, kubelet, tmp_path):
     writes = [e for e in cluster.request_log()["writes"] if e["user"] == SERVICE_ACCOUNT]
     assert writes == []
     assert set(bundles(cluster)) == {ca}
+
+
+def failure_policies(cluster):
+    return [w["failurePolicy"]
+            for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
+            for w in json.loads(cluster.kubectl("get", kind, "hook", "-o", "json").stdout)[
+                "webhooks"]]
+
+
+def test_helm_install_with_failure_policy_once_ready(cluster, kubelet, tmp_path):
+    # The webhook's own manifests ship Ignore, so nothing deadlocks before the certificate.
+    cluster.kubectl("create", "namespace", NS)
+    for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook",
+                                      ["a.hook.io", "b.hook.io", "c.hook.io"]),
+                webhook_configuration("MutatingWebhookConfiguration", "hook", ["m.hook.io"]),
+                crd("widgets.hook.io"), api_service("metrics.hook.io")):
+        for webhook in obj.get("webhooks", []):
+            webhook["failurePolicy"] = "Ignore"
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    values = dict(VALUES, failurePolicyOnceReady="Fail")
+
+    helm(cluster, tmp_path, "install", RELEASE, CHART, "--wait", "--timeout", "120s",
+         values_doc=values)
+    inject_job = kubelet.wait_for(f"{RELEASE}-certctl-inject")
+    assert inject_job.succeeded, inject_job.runs
+    assert "--failure-policy-once-ready" in inject_job.runs[0].argv
+    assert "set failurePolicy Fail on 4 webhook entries" in inject_job.runs[0].stderr
+    assert failure_policies(cluster) == ["Fail"] * 4
+    refused = [e for e in cluster.request_log()["requests"]
+               if e["user"] == SERVICE_ACCOUNT and e["code"] == 403]
+    assert refused == []  # the chart's RBAC needed nothing more for it
+
+    # The next run finds every entry at Fail and writes nothing.
+    cluster.reset_request_log()
+    helm(cluster, tmp_path, "upgrade", RELEASE, CHART, "--wait", "--timeout", "120s",
+         values_doc=values)
+    inject_job = kubelet.wait_for(f"{RELEASE}-certctl-inject", count=2)
+    assert inject_job.succeeded
+    assert "every webhook entry already has failurePolicy Fail" in inject_job.runs[-1].stderr
+    writes = [e for e in cluster.request_log()["writes"] if e["user"] == SERVICE_ACCOUNT]
+    assert writes == []
+    assert failure_policies(cluster) == ["Fail"] * 4
 
 
 def test_helm_install_sidecar_mode_then_uninstall(cluster, tmp_path, certctl_binary):

@@ -22,6 +22,7 @@ struct FailClosedOutcome {
 // `targets` (as last read), with JSON patches guarded by `test`; an object that changed
 // underneath is read again. CRDs and APIServices have no failurePolicy and are passed over.
 // Zero writes when no entry has Ignore; never turns Fail into Ignore.
-Result<FailClosedOutcome> FailClosed(kube::Client& client, const std::vector<TargetObject>& targets);
+Result<FailClosedOutcome> FailClosed(kube::Client& client,
+                                     const std::vector<TargetObject>& targets);
 
 }  // namespace certctl::controller

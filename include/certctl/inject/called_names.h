@@ -25,9 +25,9 @@ struct CalledEndpoint {
   std::string entry;      // webhooks[].name; empty for a CRD or an APIService
   std::string field;      // "webhooks[1].clientConfig", "spec.conversion.webhook.clientConfig"
   std::optional<ServiceReference> service;
-  std::string url;   // clientConfig.url as written, when the entry has one
-  std::string host;  // the name the API server verifies: "hook.infra.svc", a URL's host (an
-                     // IPv6 literal without its brackets); empty when `problem` is set
+  std::string url;      // clientConfig.url as written, when the entry has one
+  std::string host;     // the name the API server verifies: "hook.infra.svc", a URL's host (an
+                        // IPv6 literal without its brackets); empty when `problem` is set
   std::string problem;  // why no name can be told ("webhooks[0].clientConfig.url ... is not
                         // https"); empty when the entry is well formed
   // False for an APIService with insecureSkipTLSVerify: the API server checks no name then.

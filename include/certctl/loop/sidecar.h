@@ -162,7 +162,7 @@ class Sidecar {
   mutable std::mutex state_mutex_;
   ReadinessCheck certificate_{"certificate", false, "starting"};
   ReadinessCheck callable_{"callable", false, "waiting for the targets to be read"};
-  std::set<std::string> warned_calls_;  // call findings told in a Warning Event (loop thread)
+  std::set<std::string> warned_calls_;       // call findings told in a Warning Event (loop thread)
   std::optional<ReadinessCheck> serving_;    // with SidecarConfig::serving
   bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake

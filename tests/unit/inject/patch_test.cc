@@ -271,5 +271,38 @@ TEST(BundlePatch, PatchIsValidJsonPatchEvenForAnEmptyBundleField) {
   EXPECT_THAT(OpsOfKind(patch, "replace"), IsEmpty());
 }
 
+TEST(FailClosedPatch, OnlyIgnoreBecomesFailEachGuardedByTests) {
+  const Json object = {{"webhooks",
+                        {{{"name", "a.example.com"}, {"failurePolicy", "Ignore"}},
+                         {{"name", "b.example.com"}, {"failurePolicy", "Fail"}},
+                         {{"name", "c.example.com"}},
+                         {{"name", "d.example.com"}, {"failurePolicy", "Ignore"}}}}};
+  const auto patch = FailClosedPatch(TargetKind::kMutatingWebhookConfiguration, object);
+  ASSERT_TRUE(patch.has_value());
+  EXPECT_EQ(*patch, Json::parse(R"([
+    {"op": "test", "path": "/webhooks/0/name", "value": "a.example.com"},
+    {"op": "test", "path": "/webhooks/0/failurePolicy", "value": "Ignore"},
+    {"op": "replace", "path": "/webhooks/0/failurePolicy", "value": "Fail"},
+    {"op": "test", "path": "/webhooks/3/name", "value": "d.example.com"},
+    {"op": "test", "path": "/webhooks/3/failurePolicy", "value": "Ignore"},
+    {"op": "replace", "path": "/webhooks/3/failurePolicy", "value": "Fail"}])"));
+}
+
+TEST(FailClosedPatch, NothingWhenNoEntryHasIgnoreOrTheKindHasNoPolicy) {
+  EXPECT_FALSE(
+      FailClosedPatch(TargetKind::kValidatingWebhookConfiguration,
+                      {{"webhooks", {{{"name", "a.example.com"}, {"failurePolicy", "Fail"}}}}})
+          .has_value());
+  EXPECT_FALSE(
+      FailClosedPatch(TargetKind::kValidatingWebhookConfiguration, Json::object()).has_value());
+  EXPECT_FALSE(FailClosedPatch(TargetKind::kCustomResourceDefinition,
+                               {{"webhooks", {{{"name", "a"}, {"failurePolicy", "Ignore"}}}}})
+                   .has_value());
+  // An entry without a name cannot be pinned by a test: left alone.
+  EXPECT_FALSE(FailClosedPatch(TargetKind::kValidatingWebhookConfiguration,
+                               {{"webhooks", {{{"failurePolicy", "Ignore"}}}}})
+                   .has_value());
+}
+
 }  // namespace
 }  // namespace certctl::inject

@@ -132,4 +132,50 @@ TEST(PkiNames, ValidateIpAddressAcceptsBothFamilies) {
 }
 
 }  // namespace
+// The host name check of Go's TLS client, which the API server runs on every webhook call.
+TEST(SansCoverHost, DnsNamesMatchCaseInsensitivelyAndIgnoreATrailingDot) {
+  const std::vector<std::string> dns = {"hook.infra.svc", "Other.Example.COM"};
+  EXPECT_TRUE(SansCoverHost(dns, {}, "hook.infra.svc"));
+  EXPECT_TRUE(SansCoverHost(dns, {}, "HOOK.infra.svc"));
+  EXPECT_TRUE(SansCoverHost(dns, {}, "hook.infra.svc."));
+  EXPECT_TRUE(SansCoverHost(dns, {}, "other.example.com"));
+  EXPECT_FALSE(SansCoverHost(dns, {}, "hook.other.svc"));
+  EXPECT_FALSE(SansCoverHost(dns, {}, "hook"));
+  EXPECT_FALSE(SansCoverHost(dns, {}, "infra.svc"));
+  EXPECT_FALSE(SansCoverHost({}, {}, "hook.infra.svc"));
+}
+
+TEST(SansCoverHost, AWildcardIsOneWholeLeftMostLabel) {
+  const std::vector<std::string> dns = {"*.infra.svc"};
+  EXPECT_TRUE(SansCoverHost(dns, {}, "hook.infra.svc"));
+  EXPECT_TRUE(SansCoverHost(dns, {}, "Hook.Infra.Svc"));
+  EXPECT_FALSE(SansCoverHost(dns, {}, "a.hook.infra.svc"));  // one label, not more
+  EXPECT_FALSE(SansCoverHost(dns, {}, "infra.svc"));         // nor none
+  // Partial wildcards and wildcards past the first label match only to the letter.
+  EXPECT_FALSE(SansCoverHost({"h*.infra.svc"}, {}, "hook.infra.svc"));
+  EXPECT_FALSE(SansCoverHost({"hook.*.svc"}, {}, "hook.infra.svc"));
+  EXPECT_FALSE(SansCoverHost({"*"}, {}, "hook"));
+  EXPECT_TRUE(SansCoverHost({"*.com"}, {}, "example.com"));
+}
+
+TEST(SansCoverHost, AnIpHostMatchesIpSansOnly) {
+  EXPECT_TRUE(SansCoverHost({}, {"10.0.0.5"}, "10.0.0.5"));
+  EXPECT_FALSE(SansCoverHost({"10.0.0.5"}, {}, "10.0.0.5"));  // a DNS SAN never
+  EXPECT_FALSE(SansCoverHost({}, {"10.0.0.6"}, "10.0.0.5"));
+  EXPECT_TRUE(SansCoverHost({}, {"fd00::1"}, "fd00:0:0::1"));
+  EXPECT_TRUE(SansCoverHost({}, {"fd00::1"}, "[fd00::1]"));
+  // An IPv4 address and its IPv4-mapped IPv6 form are one address, as in Go.
+  EXPECT_TRUE(SansCoverHost({}, {"10.0.0.5"}, "::ffff:10.0.0.5"));
+  EXPECT_FALSE(SansCoverHost({"*.0.0.5"}, {}, "10.0.0.5"));
+}
+
+TEST(SansCoverHost, NamesThatAreNoHostNamesMatchOnlyToTheLetter) {
+  EXPECT_TRUE(SansCoverHost({"under_score.svc"}, {}, "under_score.svc"));
+  EXPECT_TRUE(SansCoverHost({"*.svc"}, {}, "under_score.svc"));
+  EXPECT_TRUE(SansCoverHost({"weird name"}, {}, "WEIRD NAME"));
+  EXPECT_FALSE(SansCoverHost({"*.svc"}, {}, "weird name.svc"));
+  EXPECT_FALSE(SansCoverHost({"."}, {}, "."));
+  EXPECT_FALSE(SansCoverHost({""}, {}, ""));
+}
+
 }  // namespace certctl::pki

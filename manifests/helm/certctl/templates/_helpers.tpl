@@ -419,6 +419,10 @@ the secret phase runs before the webhook's own objects exist and must not look f
 - --wait-for-targets
 - {{ . | quote }}
 {{- end }}
+{{- if and (eq .phase "inject") $v.failurePolicyOnceReady }}
+- --failure-policy-once-ready
+- {{ $v.failurePolicyOnceReady | quote }}
+{{- end }}
 {{- include "certctl.logArgs" .root }}
 {{- end -}}
 

@@ -38,7 +38,8 @@ app.kubernetes.io/component: webhook
 The path of the startupProbe. With --serving-addr, /readyz also checks a TLS handshake to
 the webhook's own listener (the check named `serving`), which cannot pass before the
 webhook container runs, and the kubelet starts it only after this probe passed: the
-startupProbe leaves that one check out. The readinessProbe keeps it.
+startupProbe leaves that one check out. The readinessProbe keeps it, and leaves out
+`callable` instead (see certctl.readinessProbePath).
 */}}
 {{- define "certctl.startupProbePath" -}}
 {{- if .Values.sidecar.servingAddr -}}
@@ -46,6 +47,15 @@ startupProbe leaves that one check out. The readinessProbe keeps it.
 {{- else -}}
 /readyz
 {{- end -}}
+{{- end -}}
+
+{{/*
+The path of the readinessProbe. The check `callable` fails while some target entry calls a
+name the certificate does not have: that blocks a start (the startupProbe keeps it), but a
+running pod leaving its Service over it would break the entries that do call it rightly.
+*/}}
+{{- define "certctl.readinessProbePath" -}}
+/readyz?exclude=callable
 {{- end -}}
 
 {{/* The `certctl run` command line (see certctl.secretArgs for the layout). */}}
@@ -71,6 +81,10 @@ startupProbe leaves that one check out. The readinessProbe keeps it.
 {{- end }}
 {{- with $s.servingAddr }}
 - --serving-addr
+- {{ . | quote }}
+{{- end }}
+{{- with .Values.failurePolicyOnceReady }}
+- --failure-policy-once-ready
 - {{ . | quote }}
 {{- end }}
 {{- include "certctl.logArgs" . }}
@@ -116,7 +130,7 @@ CA), keeps it running beside them and restarts it when it exits. A list item.
     {{- toYaml $s.startupProbe | nindent 4 }}
   readinessProbe:
     httpGet:
-      path: /readyz
+      path: {{ include "certctl.readinessProbePath" . }}
       port: health
     {{- toYaml $s.readinessProbe | nindent 4 }}
   livenessProbe:
