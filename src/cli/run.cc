@@ -209,7 +209,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
                    "Address for /metrics (Prometheus text format); empty: disabled")
       ->capture_default_str();
   command->add_option("--ready-file", options.ready_file,
-                      "File created while the certificate is ready (the serving check aside) "
+                      "File created while the certificate check holds (callable and serving aside) "
                       "and removed otherwise; empty: none");
   AddServingAddressFlag(*command, options.serving_addr,
                         "The webhook's own listener (HOST:PORT, e.g. 127.0.0.1:9443): readiness "
