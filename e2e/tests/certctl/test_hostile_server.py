@@ -25,7 +25,7 @@ import unicodedata
 
 import pytest
 
-from harness.certctl import run_certctl, webhook_configuration
+from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
 from harness.hostile import (HostileServer, echo_created, json_reply, raw_reply,
                              run_measured, status_doc, status_reply, stream_reply)
 
@@ -104,9 +104,14 @@ def ca_of(secret):
 
 def script_targets(api, ca_pem=""):
     """The webhook configuration hook exists (with `ca_pem` as its caBundle); patches
-    succeed."""
+    succeed; the Service it calls has port 443 and a ready endpoint (what check reads)."""
     api.route("GET", VWC_PATH, json_reply(vwc(ca_pem)))
     api.route("PATCH", VWC_PATH, json_reply(vwc(ca_pem)))
+    service, endpoints = service_with_endpoints("hook", "infra")
+    api.route("GET", "/api/v1/namespaces/infra/services/hook", json_reply(service))
+    api.route("GET", "/apis/discovery.k8s.io/v1/namespaces/infra/endpointslices",
+              json_reply({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSliceList",
+                          "metadata": {"resourceVersion": "1"}, "items": [endpoints]}))
 
 
 def env_for(api, wrong_ca=False):

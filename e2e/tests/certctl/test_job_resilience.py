@@ -74,8 +74,8 @@ def test_three_503s_then_two_409s_on_every_write_converge(hook, certctl_binary):
     for method, path in (("PUT", SECRET_PATH), ("PATCH", VWC_PATH)):
         hook.inject_fault(method=method, path=path, status=503, count=3)
         hook.inject_fault(method=method, path=path, status=409, count=2)
-    # A renamed service forces a Secret update (the leaf is re-issued).
-    result = job(hook, certctl_binary, service="renamed")
+    # A new DNS name forces a Secret update (the leaf is re-issued).
+    result = job(hook, certctl_binary, "--dns-name", "hook.example.com")
     assert result.returncode == 0, result.stderr
     assert "re-issued the server certificate" in result.stderr
     assert "retrying in" in result.stderr  # each wait is logged, with its reason
@@ -86,7 +86,7 @@ def test_three_503s_then_two_409s_on_every_write_converge(hook, certctl_binary):
     assert bundles(hook) == [ca, ca]
     # Converged: the next run writes nothing.
     hook.reset_request_log()
-    assert job(hook, certctl_binary, service="renamed").returncode == 0
+    assert job(hook, certctl_binary, "--dns-name", "hook.example.com").returncode == 0
     assert hook.writes() == []
 
 

@@ -218,7 +218,10 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
 
     # The kubelet starts the webhook container once the startupProbe passed: certificate
     # in the folder, every caBundle right.
-    for probe, path in (("startupProbe", "/readyz"), ("readinessProbe", "/readyz"),
+    # A target entry calling a name the certificate lacks holds the start back, but does not
+    # take a running webhook out of its Service (readinessProbe without `callable`).
+    for probe, path in (("startupProbe", "/readyz"),
+                        ("readinessProbe", "/readyz?exclude=callable"),
                         ("livenessProbe", "/healthz")):
         assert certctl[probe]["httpGet"] == {"path": path, "port": "health"}, probe
     assert certctl["startupProbe"]["periodSeconds"] * \
@@ -330,7 +333,7 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
     assert certctl["startupProbe"]["httpGet"]["path"] == "/readyz?exclude=serving"
     assert (certctl["startupProbe"]["periodSeconds"],
             certctl["startupProbe"]["failureThreshold"]) == (2, 60)
-    assert certctl["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert certctl["readinessProbe"]["httpGet"]["path"] == "/readyz?exclude=callable"
     assert certctl["livenessProbe"]["httpGet"]["path"] == "/healthz"
     # Helm merges maps: the default requests stay.
     assert certctl["resources"] == {"requests": {"cpu": "10m", "memory": "32Mi"},
