@@ -4,7 +4,9 @@
 #  2. start the Kubernetes API emulator; create a namespace, the webhook's Service and a
 #     ValidatingWebhookConfiguration with kubectl;
 #  3. `certctl check` reports what is missing; 4. `certctl job` creates the Secret and
-#     injects the CA bundle; 5. `certctl check` is green; 6. a second job writes nothing;
+#     injects the CA bundle; 5. with the webhook's endpoint listed (an EndpointSlice, as the
+#     cluster keeps it for a running pod), `certctl check` is green; 6. a second job writes
+#     nothing;
 #  7. prove it with a real TLS handshake: openssl s_server serves tls.crt and tls.key read
 #     back from the Secret; openssl s_client trusts only the caBundle read back from the
 #     webhook configuration and verifies the name the API server uses;
@@ -71,7 +73,7 @@ webhooks:
   rules:
   - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
 YAML
-echo "== 3. certctl check before certctl has run: no Secret, empty caBundle"
+echo "== 3. certctl check before certctl has run: no Secret, empty caBundle, no webhook pod"
 rc=0
 "$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
   --validating-webhook "$service" || rc=$?
@@ -85,7 +87,19 @@ echo "== 4. certctl job: create the Secret, inject the CA bundle"
   --validating-webhook "$service"
 kubectl get secret "$secret" -n "$namespace" -o jsonpath='{.type}{"  "}{.metadata.labels}{"\n"}'
 
-echo "== 5. certctl check: healthy"
+echo "== 5. the webhook's pod is listed behind its Service; certctl check: healthy"
+# What the cluster's EndpointSlice controller writes once a ready pod backs the Service.
+kubectl apply -f - <<YAML
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: $service-demo
+  namespace: $namespace
+  labels: {kubernetes.io/service-name: $service}
+addressType: IPv4
+endpoints: [{addresses: [10.244.0.10], conditions: {ready: true}}]
+ports: [{name: "", port: 9443, protocol: TCP}]
+YAML
 "$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
   --validating-webhook "$service"
 
