@@ -30,6 +30,7 @@ from harness.certctl import (api_service, b64, crd, read_only, run_certctl,
                              service_with_endpoints, webhook_configuration)
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, WebhookServer, free_ports
+from harness.waiting import wait_for
 
 NS = "demo"
 SECRET = "webhook-server-cert"
@@ -38,7 +39,6 @@ MWC = "MutatingWebhookConfiguration"
 USER = f"system:serviceaccount:{NS}:certctl"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
-POLL = 0.05
 BOUND = 20.0   # overall bound of a wait for start-up (a loaded 2-core machine)
 
 NAMES_B = "hook-b.demo.svc, hook-b, hook-b.demo, hook-b.demo.svc.cluster.local"
@@ -656,23 +656,6 @@ def sidecars(cluster, certctl_binary, tmp_path):
     for sidecar in started:
         sidecar.reap()
 
-
-def wait_for(predicate, what, bound=BOUND, watch=(), poll=POLL):
-    """Polls predicate until it returns a true value (returned); fails after `bound`
-    seconds, or at once when a process in `watch` exits."""
-    deadline = time.monotonic() + bound
-    while True:
-        value = predicate()
-        if value:
-            return value
-        for process in watch:
-            if not process.alive():
-                pytest.fail(f"{type(process).__name__} exited while waiting for {what}\n"
-                            f"{process.log()}")
-        if time.monotonic() > deadline:
-            details = "\n".join(p.log() for p in watch)
-            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
-        time.sleep(poll)
 
 
 def metric(sidecar, name, **labels):

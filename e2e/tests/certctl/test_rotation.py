@@ -20,7 +20,6 @@ import base64
 import concurrent.futures
 import json
 import signal
-import time
 
 import pytest
 
@@ -29,6 +28,7 @@ from harness.certctl import run_certctl
 from harness.naive_rotation import naive_rotation
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, WebhookServer, free_ports
+from harness.waiting import wait_for
 
 NS = "infra"
 SERVICE = "hook"
@@ -41,7 +41,6 @@ TARGET_PATHS = [f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigu
 SECRET_PATH = f"/api/v1/namespaces/{NS}/secrets/{SECRET}"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{SECRET}-certctl"
 PHASE = "certctl.io/rotation-phase"
-POLL = 0.05
 BOUND = 20.0
 LEASE_DURATION = 15.0
 MIN_CALLS = 100  # a rotation probed fewer times than this proves little
@@ -70,20 +69,6 @@ def manifests():
     return [service, webhook("ValidatingWebhookConfiguration", VWC),
             webhook("MutatingWebhookConfiguration", MWC)]
 
-
-def wait_for(predicate, what, bound=BOUND, watch=()):
-    deadline = time.monotonic() + bound
-    while True:
-        value = predicate()
-        if value:
-            return value
-        for process in watch:
-            if not process.alive():
-                pytest.fail(f"{what}: a process exited\n{process.log()}")
-        if time.monotonic() > deadline:
-            logs = "\n".join(p.log() for p in watch)
-            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{logs}")
-        time.sleep(POLL)
 
 
 class Replica:

@@ -25,6 +25,7 @@ import pytest
 from harness.rbac import emulator_rules
 from harness.sidecar import (Hammer, Sidecar, WebhookServer, admission_review, free_ports,
                              handshake, leaf_der, openssl_handshake, pem_serial, post_review)
+from harness.waiting import wait_for
 
 NS = "infra"
 SERVICE = "hook"
@@ -35,7 +36,6 @@ USER = f"system:serviceaccount:{NS}:certctl"
 RULES = emulator_rules("sidecar", SECRET, NS, {"validatingWebhooks": [VWC]},
                        {"leaderElection": False})
 
-POLL = 0.05
 BOUND = 20.0          # overall bound of a wait (a loaded 2-core machine)
 REISSUE_LIMIT = 2.0   # from the Secret's change to the new leaf on the wire
 HAMMER_INTERVAL = 0.02
@@ -56,21 +56,6 @@ def manifests():
                           "apiVersions": ["v1"], "resources": ["configmaps"]}]}]}
     return [service, vwc]
 
-
-def wait_for(predicate, what, bound=BOUND, watch=()):
-    deadline = time.monotonic() + bound
-    while True:
-        value = predicate()
-        if value:
-            return value
-        for process in watch:
-            if not process.alive():
-                pytest.fail(f"{type(process).__name__} exited while waiting for {what}\n"
-                            f"{process.log()}")
-        if time.monotonic() > deadline:
-            details = "\n".join(p.log() for p in watch)
-            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
-        time.sleep(POLL)
 
 
 class Pod:

@@ -1,0 +1,29 @@
+"""Event-driven waits for the end-to-end tests: poll a condition tightly, under a bound."""
+
+import time
+
+import pytest
+
+__all__ = ["wait_for", "POLL", "BOUND"]
+
+POLL = 0.05    # seconds between two looks
+BOUND = 20.0   # overall bound of a wait (a loaded 2-core machine)
+
+
+def wait_for(predicate, what, bound=BOUND, watch=(), poll=POLL):
+    """Polls `predicate` until it returns a true value, which is returned. Fails the test
+    after `bound` seconds, or at once when one of the processes in `watch` (objects with
+    alive() and log()) has exited, with their logs."""
+    deadline = time.monotonic() + bound
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for process in watch:
+            if not process.alive():
+                pytest.fail(f"{type(process).__name__} exited while waiting for {what}\n"
+                            f"{process.log()}")
+        if time.monotonic() > deadline:
+            details = "\n".join(p.log() for p in watch)
+            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
+        time.sleep(poll)
