@@ -11,7 +11,11 @@ namespace fs = std::filesystem;
 Result<pki::PairSource> ReadPairFromDir(const fs::path& dir) {
   std::error_code error;
   if (!fs::is_directory(dir, error)) {
-    return Fail(ErrorCode::kNotFound, "certificate folder " + dir.string() + " does not exist");
+    // Something else at the path is a different mistake than nothing there.
+    return fs::exists(dir, error) ? Fail(ErrorCode::kInvalidArgument,
+                                         "certificate folder " + dir.string() + " is not a folder")
+                                  : Fail(ErrorCode::kNotFound,
+                                         "certificate folder " + dir.string() + " does not exist");
   }
   pki::PairSource source;
   struct Part {

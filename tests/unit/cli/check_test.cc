@@ -9,6 +9,7 @@ namespace certctl::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class CheckCommand : public ::testing::Test {
  protected:
@@ -123,6 +124,24 @@ TEST_F(CheckCommand, CouldNotRunExitsTwo) {
     EXPECT_EQ(CountLines(result.err), 1) << result.err;
     EXPECT_TRUE(result.out.empty()) << result.out;
   }
+}
+
+TEST_F(CheckCommand, AFileGivenAsTheFolderIsNamedAsSuch) {
+  const auto result = RunCertctl({"check", "--cert-dir", dir_ / "tls.crt", "-o", "json"});
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_THAT(result.err, HasSubstr("tls.crt is not a folder"));
+  const auto report = nlohmann::json::parse(result.out);  // one document, even now
+  EXPECT_EQ(report["ok"], false);
+  EXPECT_THAT(report["error"].get<std::string>(), HasSubstr("is not a folder"));
+}
+
+TEST_F(CheckCommand, WithoutNamesOrTargetsItSaysNoSanWasChecked) {
+  const auto result = RunCertctl({"check", "--cert-dir", dir_.path()});
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("\nnote: no SAN was checked: "));
+  const auto named =
+      RunCertctl({"check", "--cert-dir", dir_.path(), "--service", "hook", "-n", "infra"});
+  EXPECT_THAT(named.out, Not(HasSubstr("note:")));
 }
 
 }  // namespace
