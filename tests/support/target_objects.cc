@@ -45,6 +45,11 @@ WebhookEntry& WebhookEntry::Bundle(const std::string& pem) {
   return *this;
 }
 
+WebhookEntry& WebhookEntry::RawBundle(const std::string& field) {
+  entry_["clientConfig"]["caBundle"] = field;
+  return *this;
+}
+
 WebhookEntry& WebhookEntry::FailurePolicy(const std::string& policy) {
   entry_["failurePolicy"] = policy;
   return *this;

@@ -24,6 +24,8 @@ class WebhookEntry {
   WebhookEntry& ClientConfig(nlohmann::json client_config);
   // Base64 of `pem` in clientConfig.caBundle; empty PEM leaves the field out.
   WebhookEntry& Bundle(const std::string& pem);
+  // clientConfig.caBundle exactly as given: "" or text that is not base64 included.
+  WebhookEntry& RawBundle(const std::string& field);
   WebhookEntry& FailurePolicy(const std::string& policy);
 
   nlohmann::json Build() const;

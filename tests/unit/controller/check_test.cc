@@ -15,14 +15,18 @@
 
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
+#include "support/target_objects.h"
 
 namespace certctl::controller {
 namespace {
 
 using Json = nlohmann::json;
+using certctl::testing::ConversionCrd;
 using certctl::testing::FakeClient;
 using certctl::testing::FakeClock;
 using certctl::testing::Verb;
+using certctl::testing::WebhookConfiguration;
+using certctl::testing::WebhookEntry;
 using kube::kApiServices;
 using kube::kCustomResourceDefinitions;
 using kube::kMutatingWebhookConfigurations;
@@ -96,39 +100,18 @@ Json TlsSecret(const std::vector<const pki::KeyPair*>& bundle, const pki::KeyPai
 std::string Encoded(const std::vector<const pki::KeyPair*>& cas) { return Base64Encode(Pem(cas)); }
 
 Json Webhook(const std::string& name, const std::string& ca_bundle) {
-  return {{"name", name},
-          {"clientConfig",
-           {{"service", {{"namespace", kNs}, {"name", "svc"}, {"path", "/validate"}}},
-            {"caBundle", ca_bundle}}},
-          {"sideEffects", "None"},
-          {"admissionReviewVersions", {"v1"}}};
-}
-
-Json WebhookConfiguration(const std::string& name, std::vector<Json> webhooks,
-                          Json labels = Json::object()) {
-  return {{"metadata", {{"name", name}, {"labels", std::move(labels)}}},
-          {"webhooks", std::move(webhooks)}};
+  return WebhookEntry(name, kNs).RawBundle(ca_bundle);
 }
 
 Json Crd(const std::string& name, const std::string& ca_bundle) {
-  return {{"metadata", {{"name", name}}},
-          {"spec",
-           {{"group", "example.com"},
-            {"conversion",
-             {{"strategy", "Webhook"},
-              {"webhook",
-               {{"clientConfig",
-                 {{"service", {{"namespace", kNs}, {"name", "svc"}}}, {"caBundle", ca_bundle}}},
-                {"conversionReviewVersions", {"v1"}}}}}}}}};
+  return ConversionCrd(
+      name, {{"service", {{"namespace", kNs}, {"name", "svc"}}}, {"caBundle", ca_bundle}});
 }
 
 Json ApiService(const std::string& name, const std::string& ca_bundle) {
-  return {{"metadata", {{"name", name}}},
-          {"spec",
-           {{"group", "metrics.example.com"},
-            {"version", "v1beta1"},
-            {"service", {{"namespace", kNs}, {"name", "svc"}}},
-            {"caBundle", ca_bundle}}}};
+  Json api_service = certctl::testing::ApiService(name, {{"namespace", kNs}, {"name", "svc"}});
+  api_service["spec"]["caBundle"] = ca_bundle;
+  return api_service;
 }
 
 pki::ValidationPolicy Policy() {

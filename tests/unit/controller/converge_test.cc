@@ -12,6 +12,7 @@
 
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
+#include "support/target_objects.h"
 
 namespace certctl::controller {
 namespace {
@@ -42,10 +43,8 @@ TargetSelection Targets() {
 }
 
 Json Vwc() {
-  return {{"metadata", {{"name", "hook"}}},
-          {"webhooks",
-           {{{"name", "a.hook.io"},
-             {"clientConfig", {{"service", {{"name", "svc"}, {"namespace", kNs}}}}}}}}};
+  return certctl::testing::WebhookConfiguration("hook",
+                                                {certctl::testing::WebhookEntry("a.hook.io", kNs)});
 }
 
 std::string Data(const FakeClient& api, const std::string& key) {

@@ -13,14 +13,17 @@
 
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
+#include "support/target_objects.h"
 
 namespace certctl::controller {
 namespace {
 
 using Json = nlohmann::json;
+using certctl::testing::ConversionCrd;
 using certctl::testing::FakeClient;
 using certctl::testing::FakeClock;
 using certctl::testing::Verb;
+using certctl::testing::WebhookEntry;
 using kube::kApiServices;
 using kube::kCustomResourceDefinitions;
 using kube::kMutatingWebhookConfigurations;
@@ -111,48 +114,25 @@ class InterposingClient final : public kube::Client {
 };
 
 Json Webhook(const std::string& name, const std::string& bundle_pem) {
-  Json client_config = {{"service", {{"namespace", kNs}, {"name", "svc"}, {"path", "/v"}}}};
-  if (!bundle_pem.empty()) {
-    client_config["caBundle"] = Base64Encode(bundle_pem);
-  }
-  return {{"name", name},
-          {"clientConfig", std::move(client_config)},
-          {"rules", {{{"operations", {"CREATE", "UPDATE"}}, {"resources", {"pods"}}}}},
-          {"failurePolicy", "Fail"},
-          {"sideEffects", "None"},
-          {"admissionReviewVersions", {"v1"}}};
+  return WebhookEntry(name, kNs).Bundle(bundle_pem);
 }
 
+// With an annotation, so a test can see that nothing but the caBundle changed.
 Json WebhookConfiguration(const std::string& name, std::vector<Json> webhooks,
                           Json labels = Json::object()) {
-  return {{"metadata",
-           {{"name", name}, {"labels", std::move(labels)}, {"annotations", {{"owner", "team"}}}}},
-          {"webhooks", std::move(webhooks)}};
+  Json object =
+      certctl::testing::WebhookConfiguration(name, std::move(webhooks), std::move(labels));
+  object["metadata"]["annotations"] = {{"owner", "team"}};
+  return object;
 }
 
 Json Crd(const std::string& bundle_pem) {
-  return {{"metadata", {{"name", kCrd}}},
-          {"spec",
-           {{"group", "example.com"},
-            {"names", {{"plural", "widgets"}, {"kind", "Widget"}}},
-            {"conversion",
-             {{"strategy", "Webhook"},
-              {"webhook",
-               {{"clientConfig",
-                 {{"service", {{"namespace", kNs}, {"name", "svc"}}},
-                  {"caBundle", Base64Encode(bundle_pem)}}},
-                {"conversionReviewVersions", {"v1"}}}}}}}}};
+  return ConversionCrd(kCrd, {{"service", {{"namespace", kNs}, {"name", "svc"}}},
+                              {"caBundle", Base64Encode(bundle_pem)}});
 }
 
 Json ApiService(const std::string& bundle_pem) {
-  Json spec = {{"group", "metrics.example.com"},
-               {"version", "v1beta1"},
-               {"service", {{"namespace", kNs}, {"name", "svc"}}},
-               {"groupPriorityMinimum", 100}};
-  if (!bundle_pem.empty()) {
-    spec["caBundle"] = Base64Encode(bundle_pem);
-  }
-  return {{"metadata", {{"name", kApi}}}, {"spec", std::move(spec)}};
+  return certctl::testing::ApiService(kApi, {{"namespace", kNs}, {"name", "svc"}}, bundle_pem);
 }
 
 TargetSelection AllFour() {

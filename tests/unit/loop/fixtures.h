@@ -7,6 +7,8 @@
 #include "certctl/kube/client.h"
 #include "certctl/loop/pass.h"
 
+#include "support/target_objects.h"
+
 // What the loop tests share: one webhook "hook" in namespace "infra" and the Secret for it.
 namespace certctl::loop::fixtures {
 
@@ -15,10 +17,8 @@ inline constexpr char kSecret[] = "webhook-server-cert";
 
 // A configuration as applied from a manifest: no caBundle yet.
 inline kube::Json Vwc(const std::string& name = "hook") {
-  const kube::Json webhook = {
-      {"name", "a.hook.io"},
-      {"clientConfig", {{"service", {{"name", "hook"}, {"namespace", kNs}}}}}};
-  return {{"metadata", {{"name", name}}}, {"webhooks", {webhook}}};
+  return testing::WebhookConfiguration(
+      name, {testing::WebhookEntry("a.hook.io", kNs).Service(kNs, "hook")});
 }
 
 // The Secret for service "hook", injected into the VWC "hook", kept in `cert_dir`.
