@@ -94,6 +94,39 @@ TEST(ReconcilePass, AMissingTargetIsNotReadyButNotAFailure) {
   EXPECT_TRUE(done->ready) << done->not_ready;
 }
 
+// The API server's view: the bundle is injected all the same, and what the target calls is
+// judged apart from the certificate, for the leader and for a follower alike.
+TEST(ReconcilePass, ANameTheTargetCallsButTheLeafLacksIsACallFinding) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  TempDir follower_dir;
+  api.Put(kube::kValidatingWebhookConfigurations,
+          testing::WebhookConfiguration(
+              "hook", {testing::WebhookEntry("a.hook.io", kNs).Service(kNs, "renamed")}));
+  const auto leader = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(leader) << leader.error().message();
+  EXPECT_TRUE(leader->ready) << leader->not_ready;
+  EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
+  ASSERT_TRUE(leader->call_findings.has_value());
+  ASSERT_EQ(leader->call_findings->size(), 1u);
+  EXPECT_EQ((*leader->call_findings)[0].code, FindingCode::kTargetNameNotCovered);
+  EXPECT_THAT((*leader->call_findings)[0].message, HasSubstr("calls renamed.infra.svc"));
+  ASSERT_EQ(leader->targets.size(), 1u);
+
+  const auto follower = Reconcile(api, Config(follower_dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(follower) << follower.error().message();
+  EXPECT_TRUE(follower->ready) << follower->not_ready;
+  ASSERT_TRUE(follower->call_findings.has_value());
+  EXPECT_EQ(follower->call_findings->size(), 1u);
+
+  // Once the target calls the Service the certificate names, nothing is found.
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  const auto fixed = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(fixed && fixed->call_findings.has_value());
+  EXPECT_TRUE(fixed->call_findings->empty());
+}
+
 TEST(ReconcilePass, AFollowerOnlyReadsAndWaitsForTheLeader) {
   FakeClient api;
   FakeClock clock;
