@@ -20,6 +20,7 @@
 #include "certctl/util/base64.h"
 
 #include "fuzz_support.h"
+#include "target_kind.h"
 
 namespace {
 
@@ -30,19 +31,6 @@ using Json = nlohmann::json;
 
 constexpr char kDefaultBundle[] =
     "-----BEGIN CERTIFICATE-----\nTkVXIENB\n-----END CERTIFICATE-----\n";
-
-TargetKind KindOf(std::uint8_t byte) {
-  switch (byte % 4) {
-    case 0:
-      return TargetKind::kValidatingWebhookConfiguration;
-    case 1:
-      return TargetKind::kMutatingWebhookConfiguration;
-    case 2:
-      return TargetKind::kCustomResourceDefinition;
-    default:
-      return TargetKind::kApiService;
-  }
-}
 
 bool IsWebhookKind(TargetKind kind) {
   return kind == TargetKind::kValidatingWebhookConfiguration ||
@@ -65,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) {
     return 0;
   }
-  const TargetKind kind = KindOf(data[0]);
+  const TargetKind kind = certctl::fuzz::TargetKindOf(data[0]);
   const auto parts = certctl::fuzz::SplitParts(certctl::fuzz::AsText(data + 1, size - 1), 2);
   const Json object = Json::parse(parts[0], nullptr, /*allow_exceptions=*/false);
   if (object.is_discarded()) {

@@ -29,6 +29,7 @@
 #include "certctl/pki/names.h"
 
 #include "fuzz_support.h"
+#include "target_kind.h"
 #include <arpa/inet.h>
 
 namespace {
@@ -36,19 +37,6 @@ namespace {
 using certctl::inject::CalledEndpoint;
 using certctl::inject::TargetKind;
 using Json = nlohmann::json;
-
-TargetKind KindOf(std::uint8_t byte) {
-  switch (byte % 4) {
-    case 0:
-      return TargetKind::kValidatingWebhookConfiguration;
-    case 1:
-      return TargetKind::kMutatingWebhookConfiguration;
-    case 2:
-      return TargetKind::kCustomResourceDefinition;
-    default:
-      return TargetKind::kApiService;
-  }
-}
 
 bool IsIp(const std::string& text) {
   unsigned char buffer[16];
@@ -102,7 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) {
     return 0;
   }
-  const TargetKind kind = KindOf(data[0]);
+  const TargetKind kind = certctl::fuzz::TargetKindOf(data[0]);
   const auto parts = certctl::fuzz::SplitParts(certctl::fuzz::AsText(data + 1, size - 1), 2);
   const Json object = Json::parse(parts[0], nullptr, /*allow_exceptions=*/false);
   if (object.is_discarded()) {

@@ -3,18 +3,14 @@
 #include <algorithm>
 #include <cctype>
 
+#include "inject/json_member.h"
+
 namespace certctl::inject {
 namespace {
 
 using Json = nlohmann::json;
 
-const Json* Member(const Json& object, std::string_view key) {
-  if (!object.is_object()) {
-    return nullptr;
-  }
-  auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
+using internal::Member;
 
 std::string Lower(std::string_view text) {
   std::string out(text);

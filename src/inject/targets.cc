@@ -2,18 +2,14 @@
 
 #include "certctl/util/base64.h"
 
+#include "inject/json_member.h"
+
 namespace certctl::inject {
 namespace {
 
 using Json = nlohmann::json;
 
-const Json* Member(const Json& object, std::string_view key) {
-  if (!object.is_object()) {
-    return nullptr;
-  }
-  auto it = object.find(key);
-  return it == object.end() ? nullptr : &*it;
-}
+using internal::Member;
 
 std::string ObjectName(const Json& object) {
   const Json* metadata = Member(object, "metadata");
