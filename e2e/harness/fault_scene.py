@@ -19,6 +19,7 @@ from .faults import (decoded, metric, pair_problems, requests_of, sidecar_metric
                      successful_writes, watch_resource_version)
 from .rbac import emulator_rules
 from .sidecar import SCRUBBED, Sidecar
+from .waiting import wait_for
 
 NS = "infra"
 SECRET = "webhook-server-cert"
@@ -140,19 +141,7 @@ class Scene:
     def wait_for(self, predicate, what, bound=BOUND, watch=()):
         """Polls until predicate() is true (returns its value); fails after `bound` seconds or
         as soon as a sidecar of `watch` exits."""
-        deadline = time.monotonic() + bound
-        while True:
-            value = predicate()
-            if value:
-                return value
-            for sidecar in watch:
-                if not sidecar.alive():
-                    pytest.fail(f"certctl run exited while waiting for {what}\n"
-                                f"{sidecar.describe()}")
-            if time.monotonic() > deadline:
-                details = "\n".join(s.describe() for s in watch)
-                pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
-            time.sleep(POLL)
+        return wait_for(predicate, what, bound=bound, watch=watch)
 
     def wait_ready(self, sidecar, bound=BOUND):
         self.wait_for(lambda: sidecar.readyz()[0] == 200, f"/readyz 200 from {sidecar.name}",

@@ -10,10 +10,16 @@ POLL = 0.05    # seconds between two looks
 BOUND = 20.0   # overall bound of a wait (a loaded 2-core machine)
 
 
+def _details(process):
+    """What a process has to say: describe() where it has one (certctl run: exit code, log,
+    /readyz), else its log()."""
+    return process.describe() if hasattr(process, "describe") else process.log()
+
+
 def wait_for(predicate, what, bound=BOUND, watch=(), poll=POLL):
     """Polls `predicate` until it returns a true value, which is returned. Fails the test
     after `bound` seconds, or at once when one of the processes in `watch` (objects with
-    alive() and log()) has exited, with their logs."""
+    alive() and log()) has exited, with what they have to say."""
     deadline = time.monotonic() + bound
     while True:
         value = predicate()
@@ -22,8 +28,8 @@ def wait_for(predicate, what, bound=BOUND, watch=(), poll=POLL):
         for process in watch:
             if not process.alive():
                 pytest.fail(f"{type(process).__name__} exited while waiting for {what}\n"
-                            f"{process.log()}")
+                            f"{_details(process)}")
         if time.monotonic() > deadline:
-            details = "\n".join(p.log() for p in watch)
+            details = "\n".join(_details(p) for p in watch)
             pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
         time.sleep(poll)

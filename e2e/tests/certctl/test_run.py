@@ -24,6 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.certctl import webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, free_ports
+from harness.waiting import wait_for
 
 NS = "infra"
 SECRET = "webhook-server-cert"
@@ -91,22 +92,6 @@ def hook(infra):
 
 
 # --- polling and reading ------------------------------------------------------------------
-
-def wait_for(predicate, what, bound=BOUND, watch=()):
-    """Polls predicate every 50 ms until it returns a true value (returned); fails after
-    `bound` seconds, or at once when a sidecar in `watch` exits."""
-    deadline = time.monotonic() + bound
-    while True:
-        value = predicate()
-        if value:
-            return value
-        for sidecar in watch:
-            if not sidecar.alive():
-                pytest.fail(f"certctl run exited while waiting for {what}\n{sidecar.describe()}")
-        if time.monotonic() > deadline:
-            details = "\n".join(s.describe() for s in watch)
-            pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
-        time.sleep(POLL)
 
 
 def wait_ready(*sidecars, bound=BOUND):
