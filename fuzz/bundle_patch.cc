@@ -20,7 +20,7 @@
 #include "certctl/util/base64.h"
 
 #include "fuzz_support.h"
-#include "target_kind.h"
+#include "target_input.h"
 
 namespace {
 
@@ -50,16 +50,13 @@ bool EveryWebhookNamed(const Json& object) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size == 0) {
+  const auto input = certctl::fuzz::ReadTargetInput(data, size);
+  if (!input) {
     return 0;
   }
-  const TargetKind kind = certctl::fuzz::TargetKindOf(data[0]);
-  const auto parts = certctl::fuzz::SplitParts(certctl::fuzz::AsText(data + 1, size - 1), 2);
-  const Json object = Json::parse(parts[0], nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded()) {
-    return 0;
-  }
-  const std::string bundle = parts.size() > 1 ? std::string(parts[1]) : kDefaultBundle;
+  const TargetKind kind = input->kind;
+  const Json& object = input->object;
+  const std::string bundle = input->rest ? std::string(*input->rest) : kDefaultBundle;
 
   const auto slots = ReadBundleSlots(kind, object);
   const auto patch = BundlePatch(kind, object, bundle);

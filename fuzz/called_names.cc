@@ -29,7 +29,7 @@
 #include "certctl/pki/names.h"
 
 #include "fuzz_support.h"
-#include "target_kind.h"
+#include "target_input.h"
 #include <arpa/inet.h>
 
 namespace {
@@ -87,17 +87,14 @@ void CheckFailClosed(TargetKind kind, const Json& object) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size == 0) {
+  const auto input = certctl::fuzz::ReadTargetInput(data, size);
+  if (!input) {
     return 0;
   }
-  const TargetKind kind = certctl::fuzz::TargetKindOf(data[0]);
-  const auto parts = certctl::fuzz::SplitParts(certctl::fuzz::AsText(data + 1, size - 1), 2);
-  const Json object = Json::parse(parts[0], nullptr, /*allow_exceptions=*/false);
-  if (object.is_discarded()) {
-    return 0;
-  }
+  const TargetKind kind = input->kind;
+  const Json& object = input->object;
   const std::vector<std::string> sans =
-      parts.size() > 1 ? Lines(parts[1]) : std::vector<std::string>{};
+      input->rest ? Lines(*input->rest) : std::vector<std::string>{};
 
   const std::vector<CalledEndpoint> endpoints = certctl::inject::ReadCalledEndpoints(kind, object);
   const auto slots = certctl::inject::ReadBundleSlots(kind, object);

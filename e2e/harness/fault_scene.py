@@ -8,7 +8,6 @@ durations.
 
 import base64
 import os
-import signal
 import subprocess
 import time
 
@@ -18,7 +17,7 @@ from .certctl import run_certctl, webhook_configuration
 from .faults import (decoded, metric, pair_problems, requests_of, sidecar_metrics,
                      successful_writes, watch_resource_version)
 from .rbac import emulator_rules
-from .sidecar import SCRUBBED, Sidecar
+from .sidecar import SCRUBBED, Sidecar, stop_all
 from .waiting import wait_for
 
 NS = "infra"
@@ -82,11 +81,7 @@ class Scene:
                                 env=env)
 
     def stop_all(self):
-        for sidecar in self.sidecars:
-            if sidecar.alive():
-                sidecar.send(signal.SIGTERM)
-        for sidecar in self.sidecars:
-            sidecar.reap()
+        stop_all(self.sidecars)
 
     # --- reading --------------------------------------------------------------------------
 

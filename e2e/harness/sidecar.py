@@ -27,7 +27,7 @@ SCRUBBED = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", 
             "POD_NAME", "CERTCTL_SERVICEACCOUNT_DIR")
 WEBHOOK_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "webhook_server.py")
 
-__all__ = ["SCRUBBED", "STOP_LIMIT", "Sidecar", "WebhookServer", "Hammer", "free_ports",
+__all__ = ["SCRUBBED", "STOP_LIMIT", "Sidecar", "stop_all", "WebhookServer", "Hammer", "free_ports",
            "handshake", "post_review", "openssl_handshake", "admission_review", "leaf_der",
            "pem_serial"]
 
@@ -118,6 +118,16 @@ class Sidecar:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(STOP_LIMIT)
+
+
+def stop_all(sidecars):
+    """SIGTERM to every sidecar still running, then reap them all (a kill after 5 s): the
+    end of a test that started several."""
+    for sidecar in sidecars:
+        if sidecar.alive():
+            sidecar.send(signal.SIGTERM)
+    for sidecar in sidecars:
+        sidecar.reap()
 
 
 class WebhookServer:

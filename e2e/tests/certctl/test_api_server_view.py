@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.certctl import (api_service, b64, crd, read_only, run_certctl,
                              service_with_endpoints, webhook_configuration)
 from harness.rbac import emulator_rules
-from harness.sidecar import Sidecar, WebhookServer, free_ports
+from harness.sidecar import Sidecar, WebhookServer, free_ports, stop_all
 from harness.waiting import wait_for
 
 NS = "demo"
@@ -650,11 +650,7 @@ def sidecars(cluster, certctl_binary, tmp_path):
         return sidecar.start()
 
     yield start
-    for sidecar in started:
-        if sidecar.alive():
-            sidecar.send(signal.SIGTERM)
-    for sidecar in started:
-        sidecar.reap()
+    stop_all(started)
 
 
 

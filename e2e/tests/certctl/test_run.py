@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.certctl import webhook_configuration
 from harness.rbac import emulator_rules
-from harness.sidecar import Sidecar, free_ports
+from harness.sidecar import Sidecar, free_ports, stop_all
 from harness.waiting import wait_for
 
 NS = "infra"
@@ -65,11 +65,7 @@ def sidecars(cluster, certctl_binary, tmp_path):
         return sidecar.start()
 
     yield start
-    for sidecar in started:
-        if sidecar.alive():
-            sidecar.send(signal.SIGTERM)
-    for sidecar in started:
-        sidecar.reap()
+    stop_all(started)
 
 
 @pytest.fixture

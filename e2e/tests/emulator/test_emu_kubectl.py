@@ -3,9 +3,10 @@
 import base64
 import json
 import os
-import select
 import subprocess
 import time
+
+from harness.kubectl_io import get_json, read_line
 
 SECRET = """\
 apiVersion: v1
@@ -75,17 +76,6 @@ spec:
   groupPriorityMinimum: 100
   versionPriority: 100
 """
-
-
-def get_json(cluster, *args):
-    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
-
-
-def read_line(proc, timeout=10):
-    """One line of a background kubectl's stdout, failing the test after `timeout`."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "kubectl printed nothing in time"
-    return proc.stdout.readline().strip()
 
 
 def test_version_and_api_resources(cluster):

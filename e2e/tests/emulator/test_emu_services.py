@@ -2,11 +2,12 @@
 
 import ipaddress
 import json
-import select
 
 import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+
+from harness.kubectl_io import get_json, read_line
 
 SERVICE = """\
 apiVersion: v1
@@ -50,17 +51,6 @@ SERVICES = "/api/v1/namespaces/default/services"
 SLICES = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
 SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
 PORT_RANGE = "must be between 1 and 65535, inclusive"
-
-
-def get_json(cluster, *args):
-    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
-
-
-def read_line(proc, timeout=10):
-    """One line of a background kubectl's stdout, failing the test after `timeout`."""
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    assert ready, "kubectl printed nothing in time"
-    return proc.stdout.readline().strip()
 
 
 def bad_port_service(port):
