@@ -90,6 +90,12 @@ class Sidecar:
     def readyz(self):
         return self.get("/readyz")[:2]
 
+    def serving_verdict(self):
+        """/readyz once the serving check has judged the current certificate (it follows
+        the certificate by one handshake), else None."""
+        status, body = self.readyz()
+        return None if "checking the handshake" in (body or "") else (status, body)
+
     def healthz(self):
         return self.get("/healthz")[:2]
 

@@ -40,6 +40,13 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
     certificate_.ok = ready;
     certificate_.reason = reason;
     target_bundles_ = std::move(target_bundles);
+    // Until the serving loop answers for this certificate, say what it is doing, not what
+    // it last waited for.
+    if (serving_ && !serving_->ok && changed) {
+      serving_->reason = ready ? "checking the handshake with " +
+                                     FormatHostPort(config_.serving->address)
+                               : "waiting for the certificate";
+    }
     PublishReadiness(was_ready);
   }
   // The ready file tells the webhook its certificate is there, so it follows this check

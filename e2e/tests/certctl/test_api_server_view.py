@@ -779,7 +779,9 @@ def test_run_fails_closed_once_the_webhook_serves_and_never_reopens(cluster, sid
 
     wait_for(lambda: sidecar.get("/readyz?exclude=serving")[0] == 200,
              "the certificate and callable checks to pass", watch=[sidecar])
-    status, body = sidecar.readyz()
+    # The serving check's first verdict on this certificate follows it by one handshake.
+    status, body = wait_for(sidecar.serving_verdict, "the first handshake's verdict",
+                            watch=[sidecar])
     assert status == 503 and body.startswith("not ready: serving: cannot connect to "), body
     # Ready but for serving, over more than one pass: still Ignore, nothing but the bundle
     # written to the configuration.

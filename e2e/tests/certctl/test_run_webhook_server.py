@@ -261,7 +261,9 @@ def test_readiness_follows_the_webhook_serving_a_trusted_certificate(pod_without
     wait_for(lambda: sidecar.get("/readyz?exclude=serving")[0] == 200,
              "/readyz?exclude=serving 200", watch=[sidecar])
     assert os.path.exists(sidecar.ready_file)
-    status, body = sidecar.readyz()
+    # The serving check's first verdict on this certificate follows it by one handshake.
+    status, body = wait_for(sidecar.serving_verdict, "the first handshake's verdict",
+                            watch=[sidecar])
     assert status == 503 and body.startswith("not ready: serving: cannot connect to 127.0.0.1:"), \
         body
     status, text = sidecar.get("/readyz?verbose")[:2]
