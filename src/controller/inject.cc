@@ -80,6 +80,16 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
     const std::string object = TargetObjectName(target.kind, target.name);
     ObjectReference reference = ReferenceOf(target);
     outcome.targets.push_back(target);
+    if (options.hold_back && options.hold_back(object)) {
+      auto patch = inject::BundlePatch(target.kind, target.object, bundle_pem);
+      if (!patch) {
+        return Fail(patch.error());
+      }
+      if (*patch) {
+        outcome.held_back.push_back(object);
+        continue;
+      }
+    }
     auto changed = InjectInto(client, std::move(target), bundle_pem);
     if (!changed) {
       return Fail(changed.error());

@@ -59,6 +59,7 @@ Result<std::optional<controller::InjectOutcome>> InjectNow(kube::Client& client,
                                                            const Clock& clock, PassReport& report) {
   controller::InjectOptions no_wait;
   no_wait.wait_for_targets = std::chrono::seconds(0);
+  no_wait.hold_back = config.hold_back;
   auto injected = controller::InjectBundle(client, config.targets, bundle, no_wait, clock);
   if (!injected) {
     if (injected.error().code() == ErrorCode::kNotFound) {
@@ -71,6 +72,8 @@ Result<std::optional<controller::InjectOutcome>> InjectNow(kube::Client& client,
   report.patched_references.insert(report.patched_references.end(),
                                    injected->patched_references.begin(),
                                    injected->patched_references.end());
+  report.held_back.insert(report.held_back.end(), injected->held_back.begin(),
+                          injected->held_back.end());
   return std::optional<controller::InjectOutcome>(std::move(*injected));
 }
 
@@ -97,6 +100,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
       !published) {
     return FailedAfterWrites(std::move(report), published.error());
   }
+  report.injected_bundle = secret->ca_bundle;
   auto injected = InjectNow(client, config, secret->ca_bundle, clock, report);
   if (!injected || !*injected) {
     return injected ? Result<PassReport>(std::move(report))
@@ -106,6 +110,15 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
     report.call_findings = controller::CallFindings((*injected)->targets, *secret->validation.leaf);
   }
   report.targets = std::move((*injected)->targets);
+  if (!report.held_back.empty()) {
+    std::string held;
+    for (const std::string& object : report.held_back) {
+      held += (held.empty() ? "" : ", ") + object;
+    }
+    report.not_ready =
+        "another writer keeps changing the caBundle of " + held + "; its next repair waits";
+    return report;
+  }
   if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
     // Step 2 only once every target reads back the new bundle: a second look, which must find
     // nothing left to write.

@@ -43,9 +43,9 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
     // Until the serving loop answers for this certificate, say what it is doing, not what
     // it last waited for.
     if (serving_ && !serving_->ok && changed) {
-      serving_->reason = ready ? "checking the handshake with " +
-                                     FormatHostPort(config_.serving->address)
-                               : "waiting for the certificate";
+      serving_->reason =
+          ready ? "checking the handshake with " + FormatHostPort(config_.serving->address)
+                : "waiting for the certificate";
     }
     PublishReadiness(was_ready);
   }

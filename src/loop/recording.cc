@@ -1,9 +1,14 @@
 // What the sidecar tells of its writes: log lines, metrics and Events; and the failurePolicy
 // it writes once ready.
+#include <algorithm>
+
 #include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
+#include "certctl/inject/targets.h"
+#include "certctl/kube/managed_fields.h"
 #include "certctl/loop/events.h"
 #include "certctl/loop/sidecar.h"
+#include "certctl/util/duration.h"
 
 namespace certctl::loop {
 namespace {
@@ -78,16 +83,86 @@ void Sidecar::RecordWrites(const PassReport& report) {
         break;
     }
   }
-  for (const controller::ObjectReference& target : report.patched_references) {
-    events.push_back(MakeEvent(target, "CABundleInjected",
-                               "injected the CA bundle of " + secret_object, config_.instance,
-                               clock_.Now()));
-  }
   for (const kube::Json& event : events) {
     if (auto recorded = RecordEvent(client_, event); !recorded) {
       WarnRateLimited("events", recorded.error().message());
     }
   }
+  for (const controller::ObjectReference& target : report.patched_references) {
+    RecordTargetEvent(MakeEvent(target, "CABundleInjected",
+                                "injected the CA bundle of " + secret_object, config_.instance,
+                                clock_.Now()));
+  }
+}
+
+void Sidecar::RecordTargetEvent(kube::Json event) {
+  if (auto admitted = target_events_.Admit(std::move(event), clock_.Monotonic()); admitted) {
+    if (auto recorded = RecordEvent(client_, *admitted); !recorded) {
+      WarnRateLimited("events", recorded.error().message());
+    }
+  }
+}
+
+void Sidecar::RecordDueTargetEvents() {
+  if (!leading_) {
+    target_events_.Clear();  // the leader tells what it does; this replica did nothing more
+    return;
+  }
+  for (const kube::Json& event : target_events_.Due(clock_.Monotonic())) {
+    if (auto recorded = RecordEvent(client_, event); !recorded) {
+      WarnRateLimited("events", recorded.error().message());
+    }
+  }
+}
+
+void Sidecar::NoteRepairs(const PassReport& report) {
+  const MonotonicTime now = clock_.Monotonic();
+  for (std::size_t i = 0; i < report.patched.size(); ++i) {
+    const std::string& object = report.patched[i];
+    const auto read = std::find_if(
+        report.targets.begin(), report.targets.end(), [&](const controller::TargetObject& target) {
+          return controller::TargetObjectName(target.kind, target.name) == object;
+        });
+    const auto last_written = written_bundles_.find(object);
+    // Overwritten: the target no longer held what this replica last put there. Its own
+    // rotation writes (the target still holding the previous bundle) are no fight.
+    bool overwritten = false;
+    if (last_written != written_bundles_.end() && read != report.targets.end()) {
+      auto slots = inject::ReadBundleSlots(read->kind, read->object);
+      overwritten =
+          !slots || std::any_of(slots->begin(), slots->end(), [&](const inject::BundleSlot& slot) {
+            return slot.bundle != last_written->second;
+          });
+    }
+    written_bundles_[object] = report.injected_bundle;
+    if (!overwritten) {
+      continue;
+    }
+    metrics_.overwrites.Add({object});
+    const int in_a_row = damper_.Repaired(object, now);
+    if (!damper_.Contested(object)) {
+      continue;
+    }
+    std::string who = "another writer";
+    if (read != report.targets.end()) {
+      for (const kube::FieldManager& manager : kube::ManagersOfField(read->object, "caBundle")) {
+        if (manager.manager != kube::ClientOptions{}.field_manager && !manager.manager.empty()) {
+          who += " (field manager \"" + manager.manager + "\")";
+          break;
+        }
+      }
+    }
+    const auto held = damper_.HeldUntil(object, now);
+    const std::string message = who + " keeps changing the caBundle of " + object + ": repaired " +
+                                std::to_string(in_a_row) +
+                                " times in a row; the next repair waits " +
+                                FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
+                                    held ? *held - now : std::chrono::seconds(0)));
+    log_(LogLevel::kWarning, message);
+    RecordTargetEvent(MakeEvent(report.patched_references[i], "CABundleOverwritten", message,
+                                config_.instance, clock_.Now(), EventType::kWarning));
+  }
+  repair_due_at_ = report.held_back.empty() ? std::nullopt : damper_.NextRelease(now);
 }
 
 void Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {

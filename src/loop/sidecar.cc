@@ -92,7 +92,11 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                                    "Target entries the API server could not call as they stand, "
                                    "by finding code: target-name-not-covered (the certificate "
                                    "does not name what the entry calls) or target-invalid.",
-                                   {"code"})) {
+                                   {"code"})),
+      overwrites(registry.Counter("certctl_target_overwrites_total",
+                                  "Repairs of a target's caBundle that another writer changed "
+                                  "after this replica wrote it, by target (kind/name).",
+                                  {"target"})) {
   for (FindingCode code : {FindingCode::kTargetNameNotCovered, FindingCode::kTargetInvalid}) {
     call_findings.Set({std::string(FindingCodeName(code))}, 0);
   }
@@ -172,12 +176,17 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   const Role role = leading_ ? Role::kLeader : Role::kFollower;
   log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
   const MonotonicTime started = clock_.Monotonic();
-  auto report = loop::Reconcile(client_, config_.pass, role, clock_);
+  PassConfig pass = config_.pass;
+  pass.hold_back = [this](const std::string& object) {
+    return damper_.HeldUntil(object, clock_.Monotonic()).has_value();
+  };
+  auto report = loop::Reconcile(client_, pass, role, clock_);
   const double took = std::chrono::duration<double>(clock_.Monotonic() - started).count();
   if (report && report->failure) {
     // What the pass wrote before a later step failed is told all the same.
     TellWrites(*report);
     if (role == Role::kLeader) {
+      NoteRepairs(*report);
       RecordWrites(*report);
     }
     report = tl::unexpected<Error>(*report->failure);
@@ -235,6 +244,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles));
   // After readiness: hundreds of Events (one per repaired target) must not hold it back.
   if (role == Role::kLeader) {
+    NoteRepairs(*report);
     RecordWrites(*report);
   }
   if (role == Role::kLeader && config_.fail_closed_once_ready && report->ready) {
@@ -277,6 +287,11 @@ void Sidecar::Run() {
     if (next_step_at_) {
       wait = std::min(wait, std::chrono::ceil<milliseconds>(*next_step_at_ - clock_.Now()));
     }
+    for (const auto& due : {repair_due_at_, target_events_.NextDue()}) {
+      if (due) {
+        wait = std::min(wait, std::chrono::ceil<milliseconds>(*due - clock_.Monotonic()));
+      }
+    }
     if (retry_at != MonotonicTime::max()) {
       wait = std::min(wait, std::chrono::ceil<milliseconds>(retry_at - clock_.Monotonic()));
     }
@@ -311,6 +326,11 @@ void Sidecar::Run() {
       reasons.insert("CA rotation step due");
       next_step_at_.reset();  // the pass says when the next one is
     }
+    if (repair_due_at_ && clock_.Monotonic() >= *repair_due_at_) {
+      reasons.insert("a held-back repair is due");
+      repair_due_at_.reset();  // the pass says when the next one is
+    }
+    RecordDueTargetEvents();
     if (clock_.Now() >= next_resync) {
       reasons.insert("resync");
       next_resync = clock_.Now() + Jittered(resync, 0.1);

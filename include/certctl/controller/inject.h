@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct InjectOptions {
   // Inject what exists and list the rest in InjectOutcome::missing instead of waiting for it
   // (a pre-upgrade hook: targets the upgrade adds or renames exist only after it).
   bool leave_out_missing = false;
+  // Objects ("kind/name") not to write now although their bundle differs; they are listed in
+  // InjectOutcome::held_back instead (the sidecar spaces out repairs another writer undoes).
+  std::function<bool(const std::string& object)> hold_back;
 };
 
 struct InjectOutcome {
@@ -31,7 +35,8 @@ struct InjectOutcome {
   int patched_slots = 0;                            // caBundle fields changed
   std::vector<std::string> patched;                 // "validatingwebhookconfiguration/x", ...
   std::vector<ObjectReference> patched_references;  // the same objects, for Events
-  std::vector<std::string> missing;  // left out (leave_out_missing): objects, selectors
+  std::vector<std::string> missing;    // left out (leave_out_missing): objects, selectors
+  std::vector<std::string> held_back;  // not written (hold_back), another bundle left in place
   // Every target found, as read before its caBundle was written: what its entries call.
   std::vector<TargetObject> targets;
 };

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ struct PassConfig {
   controller::SecretSpec secret;
   controller::TargetSelection targets;
   std::filesystem::path cert_dir;  // empty: no folder to keep
+  // Targets ("kind/name") whose repair waits: another writer keeps undoing it.
+  std::function<bool(const std::string& object)> hold_back;
 };
 
 // Whether this replica may write to the cluster: the leader (or the only replica) does;
@@ -45,7 +48,9 @@ struct PassReport {
   bool folder_written = false;            // the folder got a new set
   std::vector<std::string> patched;       // targets whose caBundle was repaired
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events
-  std::optional<TimePoint> ca_not_after;                        // of the CA that issued the leaf
+  std::vector<std::string> held_back;     // targets left unrepaired for now (PassConfig::hold_back)
+  std::string injected_bundle;            // what the leader put into the targets (decoded PEM)
+  std::optional<TimePoint> ca_not_after;  // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;
   // What the API server would find calling the targets (SPEC 4a): entries whose called name
   // the leaf does not cover, or that name nothing callable. Judged whenever the targets were

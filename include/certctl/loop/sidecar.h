@@ -16,6 +16,8 @@
 
 #include "certctl/kube/client.h"
 #include "certctl/leader/elector.h"
+#include "certctl/loop/damping.h"
+#include "certctl/loop/event_series.h"
 #include "certctl/loop/pass.h"
 #include "certctl/loop/trigger.h"
 #include "certctl/metrics/registry.h"
@@ -71,6 +73,8 @@ struct SidecarMetrics {
   metrics::Family& rotations;       // {kind="ca"|"leaf"}: rotations this replica started
   // {code}: target entries the API server could not call (target-name-not-covered, ...).
   metrics::Family& call_findings;
+  // {target="kind/name"}: repairs of a caBundle another writer changed after certctl wrote it.
+  metrics::Family& overwrites;
 };
 
 // The sidecar controller: watches the Secret and every target, runs one reconcile pass at
@@ -136,6 +140,12 @@ class Sidecar {
   // --failure-policy-once-ready: Fail on every entry of `targets` with Ignore, told like the
   // other writes. Only the leader, only when ready by every check.
   void FailClosed(const std::vector<controller::TargetObject>& targets);
+  // After a leader's pass: which repairs another writer forced, their metric, log line and
+  // Warning, and when a repair held back may go.
+  void NoteRepairs(const PassReport& report);
+  // Records an Event about a target through target_events_, and the folded ones due.
+  void RecordTargetEvent(kube::Json event);
+  void RecordDueTargetEvents();
   // After either check changed: the ready gauge and the log line. Needs state_mutex_.
   void PublishReadiness(bool was_ready);
   bool ReadyLocked() const;
@@ -174,6 +184,13 @@ class Sidecar {
   std::atomic<int> failing_watches_{0};
   std::map<std::string, std::pair<std::string, MonotonicTime>> last_warning_;
   std::atomic<std::int64_t> heartbeat_{0};  // monotonic milliseconds of the last loop turn
+
+  // Targets another writer keeps changing: their repairs are spaced out, and their Events
+  // (like every target Event) folded into one per interval. Loop thread only.
+  RepairDamper damper_;
+  EventSeries target_events_;
+  std::map<std::string, std::string> written_bundles_;  // target -> the bundle last written
+  std::optional<MonotonicTime> repair_due_at_;          // when a held-back repair may go
 
   std::mt19937_64 random_{std::random_device{}()};
   std::chrono::milliseconds backoff_{0};

@@ -277,5 +277,40 @@ TEST(ReconcilePass, AnUnwritableFolderIsAnErrorNamingIt) {
   EXPECT_EQ(again.error().code(), ErrorCode::kIo);
 }
 
+TEST(ReconcilePass, AHeldBackTargetIsLeftAsItIsAndThePassIsNotReady) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  PassConfig config = Config(dir.path());
+  ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
+  Json vwc = api.Object(kube::kValidatingWebhookConfigurations, "", "hook").value();
+  vwc["webhooks"][0]["clientConfig"]["caBundle"] = Base64Encode("another writer's");
+  api.Put(kube::kValidatingWebhookConfigurations, vwc);
+  api.ClearRequests();
+
+  config.hold_back = [](const std::string& object) {
+    return object == "validatingwebhookconfiguration/hook";
+  };
+  const auto held = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(held) << held.error().message();
+  EXPECT_FALSE(held->ready);
+  EXPECT_THAT(held->held_back, ::testing::ElementsAre("validatingwebhookconfiguration/hook"));
+  EXPECT_THAT(held->not_ready, HasSubstr("another writer keeps changing the caBundle of "
+                                         "validatingwebhookconfiguration/hook"));
+  EXPECT_TRUE(held->patched.empty());
+  EXPECT_EQ(api.WriteCount(), 0);
+  EXPECT_EQ(Bundle(api), "another writer's");
+
+  // Held back only while it differs: a target holding the bundle is no reason to wait.
+  config.hold_back = nullptr;
+  ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
+  config.hold_back = [](const std::string&) { return true; };
+  const auto steady = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(steady);
+  EXPECT_TRUE(steady->ready) << steady->not_ready;
+  EXPECT_TRUE(steady->held_back.empty());
+}
+
 }  // namespace
 }  // namespace certctl::loop

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "certctl/util/clock.h"
+
+namespace certctl::loop {
+
+// How repairs of one object are spaced out once another writer keeps undoing them.
+struct RepairPolicy {
+  int free_repairs = 3;                         // repairs in a row that go at once
+  std::chrono::milliseconds first_delay{1000};  // then doubling, after the free ones
+  std::chrono::milliseconds max_delay{60000};
+  // A repair this long after the previous one starts a new row: the other writer stopped.
+  std::chrono::milliseconds quiet{120000};
+};
+
+// Repairs per object, to tell a single change (repaired at once) from a writer fighting
+// certctl (repaired ever more slowly, so the two do not trade writes as fast as the API
+// server takes them). Objects are keyed by their "kind/name". Not thread-safe: the loop's.
+class RepairDamper {
+ public:
+  explicit RepairDamper(RepairPolicy policy = {}) : policy_(policy) {}
+
+  // Records that `object` was repaired at `now`; returns how many repairs in a row that makes
+  // (1 after a quiet period).
+  int Repaired(const std::string& object, MonotonicTime now);
+  // Until when `object` must not be repaired (nullopt: at once).
+  std::optional<MonotonicTime> HeldUntil(const std::string& object, MonotonicTime now) const;
+  // The earliest moment a held object may be repaired again (nullopt: none is held).
+  std::optional<MonotonicTime> NextRelease(MonotonicTime now) const;
+  // Whether `object`'s repairs in a row show another writer: its next repair is held.
+  bool Contested(const std::string& object) const;
+
+ private:
+  struct Row {
+    MonotonicTime last;
+    int repairs = 0;
+  };
+  std::optional<MonotonicTime> HoldEnd(const Row& row) const;
+
+  RepairPolicy policy_;
+  std::map<std::string, Row> rows_;
+};
+
+}  // namespace certctl::loop

@@ -1,0 +1,53 @@
+#include "certctl/loop/damping.h"
+
+#include <algorithm>
+
+namespace certctl::loop {
+
+int RepairDamper::Repaired(const std::string& object, MonotonicTime now) {
+  // Rows that went quiet are forgotten, so the map holds only objects being fought over.
+  std::erase_if(rows_, [&](const auto& entry) { return now - entry.second.last > policy_.quiet; });
+  Row& row = rows_[object];
+  row.repairs += 1;
+  row.last = now;
+  return row.repairs;
+}
+
+std::optional<MonotonicTime> RepairDamper::HoldEnd(const Row& row) const {
+  if (row.repairs < policy_.free_repairs) {
+    return std::nullopt;
+  }
+  // 1 s after the last free repair, then 2 s, 4 s, ... up to max_delay.
+  const int doublings = std::min(row.repairs - policy_.free_repairs, 30);
+  const auto delay =
+      std::min(policy_.first_delay * (std::int64_t{1} << doublings),
+               std::chrono::duration_cast<std::chrono::milliseconds>(policy_.max_delay));
+  return row.last + delay;
+}
+
+std::optional<MonotonicTime> RepairDamper::HeldUntil(const std::string& object,
+                                                     MonotonicTime now) const {
+  const auto found = rows_.find(object);
+  if (found == rows_.end() || now - found->second.last > policy_.quiet) {
+    return std::nullopt;
+  }
+  auto end = HoldEnd(found->second);
+  return end && now < *end ? end : std::nullopt;
+}
+
+std::optional<MonotonicTime> RepairDamper::NextRelease(MonotonicTime now) const {
+  std::optional<MonotonicTime> next;
+  for (const auto& [object, row] : rows_) {
+    if (auto end = HeldUntil(object, now); end && (!next || *end < *next)) {
+      next = end;
+    }
+  }
+  return next;
+}
+
+bool RepairDamper::Contested(const std::string& object) const {
+  const auto found = rows_.find(object);
+  return found != rows_.end() && found->second.repairs >= policy_.free_repairs;
+}
+
+}  // namespace certctl::loop

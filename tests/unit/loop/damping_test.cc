@@ -1,0 +1,71 @@
+#include "certctl/loop/damping.h"
+
+#include <chrono>
+
+#include <gtest/gtest.h>
+
+namespace certctl::loop {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const MonotonicTime kStart{};
+const std::string kHook = "validatingwebhookconfiguration/hook";
+
+TEST(RepairDamper, TheFirstRepairsGoAtOnceThenTheWaitDoublesUpToTheCap) {
+  RepairDamper damper;
+  MonotonicTime now = kStart;
+  EXPECT_FALSE(damper.HeldUntil(kHook, now));
+  EXPECT_EQ(damper.Repaired(kHook, now), 1);
+  EXPECT_FALSE(damper.HeldUntil(kHook, now + milliseconds(1)));
+  EXPECT_EQ(damper.Repaired(kHook, now + milliseconds(100)), 2);
+  EXPECT_FALSE(damper.Contested(kHook));
+  now += milliseconds(200);
+  EXPECT_EQ(damper.Repaired(kHook, now), 3);
+  EXPECT_TRUE(damper.Contested(kHook));
+  EXPECT_EQ(damper.HeldUntil(kHook, now), now + seconds(1));
+  for (const seconds wait :
+       {seconds(2), seconds(4), seconds(8), seconds(16), seconds(32), seconds(60), seconds(60)}) {
+    now = *damper.HeldUntil(kHook, now);
+    EXPECT_FALSE(damper.HeldUntil(kHook, now));
+    damper.Repaired(kHook, now);
+    EXPECT_EQ(damper.HeldUntil(kHook, now), now + wait);
+  }
+}
+
+TEST(RepairDamper, AQuietPeriodStartsANewRowAndOtherObjectsAreApart) {
+  RepairDamper damper;
+  MonotonicTime now = kStart;
+  for (int i = 0; i < 5; ++i) {
+    now += milliseconds(100);
+    damper.Repaired(kHook, now);
+  }
+  ASSERT_TRUE(damper.HeldUntil(kHook, now));
+  EXPECT_FALSE(damper.HeldUntil("apiservice/v1.example.com", now));
+  EXPECT_EQ(damper.NextRelease(now), damper.HeldUntil(kHook, now));
+
+  now += RepairPolicy{}.quiet + milliseconds(1);
+  EXPECT_FALSE(damper.HeldUntil(kHook, now));
+  EXPECT_FALSE(damper.NextRelease(now));
+  EXPECT_EQ(damper.Repaired(kHook, now), 1);
+  EXPECT_FALSE(damper.Contested(kHook));
+}
+
+// A writer resetting the field every 100 ms for a minute, the loop repairing whenever it
+// may: a handful of writes, not six hundred.
+TEST(RepairDamper, AMinuteOfResetsEvery100msGetsAFewRepairs) {
+  RepairDamper damper;
+  int repairs = 0;
+  for (MonotonicTime now = kStart; now < kStart + seconds(60); now += milliseconds(100)) {
+    if (!damper.HeldUntil(kHook, now)) {
+      damper.Repaired(kHook, now);
+      ++repairs;
+    }
+  }
+  EXPECT_GE(repairs, 3);
+  EXPECT_LE(repairs, 10);
+}
+
+}  // namespace
+}  // namespace certctl::loop
