@@ -7,8 +7,6 @@
 #   spdlog::spdlog                 header-only, with fmt header-only
 #   yaml-cpp                       Debian's libyaml-cpp.a
 #   CURL::libcurl                  the libcurl.a that scripts/build-static.sh built
-#   PkgConfig::HTTPLIB             the single httplib.h, found through the cpp-httplib.pc
-#                                  that scripts/build-static.sh wrote (CMAKE_PREFIX_PATH)
 # and links every executable with -static-pie, stripped.
 #
 # The linker warns that dlopen, getaddrinfo and gethostbyname "require at run time the shared

@@ -21,6 +21,7 @@
 
 #include "cli/exit_codes.h"
 #include <pthread.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace certctl::cli {
@@ -189,6 +190,17 @@ class SignalThread {
   std::thread thread_;  // last: it starts in the constructor and uses everything above
 };
 
+// The endpoint servers keep probes answered by closing the oldest connections at their caps;
+// a soft descriptor limit below the hard one (often 1024) would make those caps the
+// process's limit instead. Raising the soft limit needs no privilege.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
@@ -257,6 +269,7 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
     return UsageError(serving_address.error().message());
   }
 
+  RaiseOpenFileLimit();
   metrics::Registry registry;
   loop::SidecarMetrics sidecar_metrics(registry);
   // Each call gives up soon; the loop retries the whole pass with its own backoff, forever.

@@ -1,20 +1,75 @@
 #include "certctl/endpoints/server.h"
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
-#include <httplib.h>
-
+#include "endpoints/event_loop.h"
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace certctl::endpoints {
 namespace {
 
-// Probes and scrapes come one or two at a time; a few threads serve them all.
-constexpr std::size_t kServingThreads = 2;
-constexpr std::chrono::seconds kIoTimeout{5};
+// A listening socket on the first of the host's addresses that binds; the error of the last
+// one that did not.
+Result<int> Listen(const ListenAddress& address) {
+  const std::string where = "cannot listen on " + FormatHostPort(address);
+  addrinfo hints{};
+  hints.ai_family = address.host.empty() ? AF_INET : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(address.port);
+  const int lookup = ::getaddrinfo(address.host.empty() ? nullptr : address.host.c_str(),
+                                   port.c_str(), &hints, &found);
+  if (lookup != 0) {
+    return Fail(ErrorCode::kUnavailable, where + ": " + ::gai_strerror(lookup));
+  }
+  int error_number = 0;
+  int bound = -1;
+  for (const addrinfo* candidate = found; candidate != nullptr && bound < 0;
+       candidate = candidate->ai_next) {
+    const int socket =
+        ::socket(candidate->ai_family, candidate->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                 candidate->ai_protocol);
+    if (socket < 0) {
+      error_number = errno;
+      continue;
+    }
+    // SO_REUSEADDR so a restart binds at once; never SO_REUSEPORT, which would let a second
+    // process share the port and answer half the probes.
+    const int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(socket, candidate->ai_addr, candidate->ai_addrlen) == 0 &&
+        ::listen(socket, SOMAXCONN) == 0) {
+      bound = socket;
+    } else {
+      error_number = errno;
+      ::close(socket);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (bound < 0) {
+    return Fail(ErrorCode::kUnavailable,
+                where + (error_number != 0 ? ": " + std::string(std::strerror(error_number)) : ""));
+  }
+  return bound;
+}
+
+int BoundPort(int socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (::getsockname(socket, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    return 0;
+  }
+  const auto port = address.ss_family == AF_INET6
+                        ? reinterpret_cast<const sockaddr_in6&>(address).sin6_port
+                        : reinterpret_cast<const sockaddr_in&>(address).sin_port;
+  return ntohs(port);
+}
 
 }  // namespace
 
@@ -23,9 +78,8 @@ Result<ListenAddress> ParseListenAddress(std::string_view text) {
 }
 
 struct Server::State {
-  httplib::Server http;
+  std::unique_ptr<EventLoop> loop;
   std::thread serving;
-  std::atomic<bool> served{false};  // listen_after_bind returned
   int port = 0;
 };
 
@@ -37,65 +91,27 @@ int Server::port() const { return state_->port; }
 
 void Server::Stop() {
   if (state_->serving.joinable()) {
-    state_->http.stop();
+    state_->loop->Wake();
     state_->serving.join();
+    state_->loop.reset();  // closes the listening socket and every connection
   }
 }
 
-Result<std::unique_ptr<Server>> Server::Start(const ListenAddress& address, Routes routes) {
+Result<std::unique_ptr<Server>> Server::Start(const ListenAddress& address, Routes routes,
+                                              const ServerLimits& limits) {
+  auto listening = Listen(address);
+  if (!listening) {
+    return Fail(listening.error());
+  }
   auto state = std::make_unique<State>();
-  httplib::Server& http = state->http;
-  http.new_task_queue = [] { return new httplib::ThreadPool(kServingThreads); };
-  http.set_read_timeout(kIoTimeout);
-  http.set_write_timeout(kIoTimeout);
-  http.set_payload_max_length(0);
-  // SO_REUSEADDR so a restart binds at once; not SO_REUSEPORT (the library's default), which
-  // would let a second process share the port and answer half the probes.
-  http.set_socket_options([](int socket) {
-    const int yes = 1;
-    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  for (auto& [path, handler] : routes) {
-    http.Get(path, [handler = std::move(handler)](const httplib::Request& request,
-                                                  httplib::Response& response) {
-      const Query query(request.params.begin(), request.params.end());
-      Response answer = handler(query);
-      response.status = answer.status;
-      response.set_content(std::move(answer.body), answer.content_type);
-    });
+  state->port = BoundPort(*listening);
+  auto loop = EventLoop::Create(*listening, std::move(routes), limits);
+  if (!loop) {
+    return Fail(loop.error());
   }
-  const auto refuse = [](const httplib::Request&, httplib::Response& response) {
-    response.status = 405;
-    response.set_content("method not allowed\n", "text/plain; charset=utf-8");
-  };
-  http.Post(".*", refuse);
-  http.Put(".*", refuse);
-  http.Patch(".*", refuse);
-  http.Delete(".*", refuse);
-
-  const std::string host = address.host.empty() ? "0.0.0.0" : address.host;
-  errno = 0;
-  if (address.port == 0) {
-    state->port = http.bind_to_any_port(host);
-  } else if (http.bind_to_port(host, address.port)) {
-    state->port = address.port;
-  }
-  if (state->port <= 0) {
-    const int error_number = errno;
-    return Fail(ErrorCode::kUnavailable,
-                "cannot listen on " + FormatHostPort(address) +
-                    (error_number != 0 ? ": " + std::string(std::strerror(error_number)) : ""));
-  }
-  State* serving = state.get();
-  state->serving = std::thread([serving] {
-    serving->http.listen_after_bind();
-    serving->served = true;
-  });
-  // stop() is a no-op until the accept loop runs, so a Stop right after Start would wait
-  // forever: return only once it runs (or has already ended).
-  while (!state->http.is_running() && !state->served) {
-    std::this_thread::yield();
-  }
+  state->loop = std::move(*loop);
+  EventLoop* serving = state->loop.get();
+  state->serving = std::thread([serving] { serving->Run(); });
   return std::unique_ptr<Server>(new Server(std::move(state)));
 }
 

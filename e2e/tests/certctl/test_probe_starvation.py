@@ -1,0 +1,71 @@
+"""Probes of `certctl run`'s health port while other clients try to starve it: 2 slowloris
+clients (one header line every 3 s), 50 slow clients (one byte every 0.5 s) and 1,000 idle
+connections, all from 127.0.0.1 and opened again whenever the server closes them
+(harness/starvation.py). The kubelet's probes, from 127.0.0.2, must still be answered 200
+within its default 1 s timeout, and the process must stay up and healthy.
+
+Only answers are asserted: a probe gets its 200 within the kubelet's timeout or it fails, as
+it would in a pod.
+"""
+
+import json
+import time
+
+import pytest
+
+from harness.certctl import webhook_configuration
+from harness.rbac import emulator_rules
+from harness.sidecar import Sidecar, stop_all
+from harness.starvation import Attack, probe, raise_fd_limit
+from harness.waiting import wait_for
+
+NS = "infra"
+SECRET = "webhook-server-cert"
+USER = "system:serviceaccount:infra:certctl"
+RULES = emulator_rules("sidecar", SECRET, NS, {"validatingWebhooks": ["hook"]})
+
+SLOWLORIS, SLOW, IDLE = 2, 50, 1000
+ATTACK_SECONDS = 8.0
+PROBE_GAP = 0.2
+
+
+@pytest.fixture
+def ready_sidecar(cluster, certctl_binary, tmp_path):
+    cluster.kubectl("create", "namespace", NS)
+    cluster.add_user(USER, RULES)
+    cluster.kubectl("apply", "-f", "-",
+                    input=json.dumps(webhook_configuration("ValidatingWebhookConfiguration",
+                                                           "hook", ["a.hook.io"])))
+    sidecar = Sidecar(certctl_binary, cluster, str(tmp_path), "a", USER,
+                      ["--validating-webhook", "hook"]).start()
+    try:
+        wait_for(lambda: sidecar.readyz()[0] == 200, "/readyz 200", watch=[sidecar])
+        yield sidecar
+    finally:
+        stop_all([sidecar])
+
+
+@pytest.mark.time_limit(90)
+def test_probes_are_answered_while_clients_starve_the_health_port(ready_sidecar):
+    assert raise_fd_limit() >= SLOWLORIS + SLOW + IDLE + 100, "the test needs more descriptors"
+    port = ready_sidecar.health_port
+    answers = []
+    with Attack(port, slowloris=SLOWLORIS, slow=SLOW, idle=IDLE) as attack:
+        deadline = time.monotonic() + ATTACK_SECONDS
+        while time.monotonic() < deadline:
+            for path in ("/healthz", "/readyz"):
+                status, body, _ = probe(port, path)
+                answers.append((path, status, body))
+            assert ready_sidecar.alive(), ready_sidecar.describe()
+            time.sleep(PROBE_GAP)
+        reopened = attack.reopened
+    failed = [a for a in answers if a[1] != 200]
+    assert not failed, (f"{len(failed)} of {len(answers)} probes failed: {failed[:5]}\n"
+                        f"{ready_sidecar.describe()}")
+    assert len(answers) >= 8
+    # The server closed hostile connections (at the per-peer cap, at the deadline) and the
+    # attack came back each time: the probes were answered under a sustained attack.
+    assert reopened > 0
+    assert ready_sidecar.alive(), ready_sidecar.describe()
+    assert probe(port, "/healthz")[0] == 200
+    assert ready_sidecar.readyz()[0] == 200
