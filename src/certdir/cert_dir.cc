@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,8 @@
 
 #include "certctl/util/file.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,9 +62,41 @@ std::string SetFolderPrefix(TimePoint now) {
   return text.data();
 }
 
-// A set's folder, as opposed to ..data, ..data_tmp or anything the user put there.
-bool IsSetFolder(std::string_view name) {
-  return name.size() > 2 && name.substr(0, 2) == ".." && name[2] >= '0' && name[2] <= '9';
+bool IsAlnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+
+// Whether `name` is what WriteSetFolder names a set's folder: SetFolderPrefix's
+// "..YYYY_MM_DD_HH_MM_SS." and mkdtemp's six letters or digits, nothing more or less.
+bool IsSetFolderName(std::string_view name) {
+  constexpr std::string_view kShape = "..dddd_dd_dd_dd_dd_dd.aaaaaa";
+  if (name.size() != kShape.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < kShape.size(); ++i) {
+    const bool fits = kShape[i] == 'd'   ? std::isdigit(static_cast<unsigned char>(name[i])) != 0
+                      : kShape[i] == 'a' ? IsAlnum(name[i])
+                                         : name[i] == kShape[i];
+    if (!fits) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The files WriteSetFolder puts in a set's folder: the three, and the temporaries
+// WriteFileAtomic leaves beside one when it is interrupted (".tls.key.tmp-<random>").
+bool IsSetFileName(std::string_view name) {
+  for (const std::string_view file : {kCertFile, kKeyFile, kCaFile}) {
+    if (name == file) {
+      return true;
+    }
+    const std::string temporary = "." + std::string(file) + ".tmp-";
+    if (name.size() > temporary.size() && name.starts_with(temporary) &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(temporary.size()), name.end(),
+                    IsAlnum)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::optional<std::string> LinkTarget(const fs::path& link) {
@@ -112,21 +147,76 @@ Result<fs::path> WriteSetFolder(const fs::path& dir, const ServingFiles& files, 
   return folder;
 }
 
-// Removes set folders not named in `keep`. A failure here costs disk space, not correctness,
-// so it is not an error.
-void RemoveSetsExcept(const fs::path& dir, const std::vector<std::string>& keep) {
-  std::error_code error;
-  std::vector<fs::path> old;
-  for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (IsSetFolder(name) && std::find(keep.begin(), keep.end(), name) == keep.end() &&
-        !entry.is_symlink()) {
-      old.push_back(entry.path());
+enum class Removal { kRemoved, kNotOurs, kFailed };
+
+// Removes the set folder `name` of the folder open as `dir_fd` if it holds nothing but what
+// WriteSetFolder writes, as regular files. Nothing is followed: a link named like a set, or
+// one inside it, makes it someone else's. A file added meanwhile makes the final rmdir fail,
+// so nothing certctl did not write is ever deleted.
+Removal RemoveSetFolder(int dir_fd, const std::string& name) {
+  const int set_fd =
+      ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (set_fd < 0) {
+    return errno == ELOOP || errno == ENOTDIR ? Removal::kNotOurs : Removal::kFailed;
+  }
+  DIR* listing = ::fdopendir(set_fd);
+  if (listing == nullptr) {
+    ::close(set_fd);
+    return Removal::kFailed;
+  }
+  std::vector<std::string> files;
+  Removal result = Removal::kRemoved;
+  while (const dirent* entry = ::readdir(listing)) {
+    const std::string_view file = entry->d_name;
+    if (file == "." || file == "..") {
+      continue;
+    }
+    struct stat info {};
+    if (!IsSetFileName(file) || ::fstatat(set_fd, entry->d_name, &info, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(info.st_mode)) {
+      result = Removal::kNotOurs;
+      break;
+    }
+    files.emplace_back(file);
+  }
+  if (result == Removal::kRemoved) {
+    for (const std::string& file : files) {
+      ::unlinkat(set_fd, file.c_str(), 0);
     }
   }
-  for (const fs::path& folder : old) {
-    fs::remove_all(folder, error);
+  ::closedir(listing);  // closes set_fd too
+  if (result == Removal::kRemoved && ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0) {
+    result = errno == ENOTEMPTY || errno == EEXIST ? Removal::kNotOurs : Removal::kFailed;
   }
+  return result;
+}
+
+// Removes the set folders not named in `keep` and returns the names of those left alone
+// because they hold something certctl does not write. A failure here costs disk space, not
+// correctness, so it is not an error.
+std::vector<std::string> RemoveSetsExcept(const fs::path& dir,
+                                          const std::vector<std::string>& keep) {
+  std::vector<std::string> old;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    std::string name = entry.path().filename().string();
+    if (IsSetFolderName(name) && std::find(keep.begin(), keep.end(), name) == keep.end()) {
+      old.push_back(std::move(name));
+    }
+  }
+  std::vector<std::string> not_ours;
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    return not_ours;
+  }
+  for (const std::string& name : old) {
+    if (RemoveSetFolder(dir_fd, name) == Removal::kNotOurs) {
+      not_ours.push_back(name);
+    }
+  }
+  ::close(dir_fd);
+  std::sort(not_ours.begin(), not_ours.end());
+  return not_ours;
 }
 
 }  // namespace
@@ -187,10 +277,11 @@ Result<Publish> PublishServingFiles(const fs::path& dir, const ServingFiles& fil
   return Publish::kReplaced;
 }
 
-void RemoveStaleSets(const fs::path& dir) {
+std::vector<std::string> RemoveStaleSets(const fs::path& dir) {
   if (auto current = LinkTarget(dir / kDataLink)) {
-    RemoveSetsExcept(dir, {*current});
+    return RemoveSetsExcept(dir, {*current});
   }
+  return {};
 }
 
 }  // namespace certctl::certdir

@@ -67,7 +67,7 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
   CLI::Option* secret =
       command->add_option("--secret", options.secret_name,
                           "Check this Secret (the default source when no files are given)");
-  secret->capture_default_str();
+  secret->check(ObjectNameCheck("Secret"))->capture_default_str();
   cert->needs(key)->needs(ca);
   key->needs(cert);
   ca->needs(cert);

@@ -30,17 +30,21 @@ void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
 void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
   app.add_option("--validating-webhook", selection.validating_webhooks,
                  "ValidatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
-      ->type_name("NAME");
+      ->type_name("NAME")
+      ->check(ObjectNameCheck("ValidatingWebhookConfiguration"));
   app.add_option("--mutating-webhook", selection.mutating_webhooks,
                  "MutatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
-      ->type_name("NAME");
+      ->type_name("NAME")
+      ->check(ObjectNameCheck("MutatingWebhookConfiguration"));
   app.add_option(
          "--crd", selection.crds,
          "CustomResourceDefinition whose conversion webhook gets the CA bundle (repeatable)")
-      ->type_name("NAME");
+      ->type_name("NAME")
+      ->check(ObjectNameCheck("CustomResourceDefinition"));
   app.add_option("--apiservice", selection.api_services,
                  "APIService that gets the CA bundle (repeatable)")
-      ->type_name("NAME");
+      ->type_name("NAME")
+      ->check(ObjectNameCheck("APIService"));
   app.add_option("--webhook-selector", selection.webhook_selector,
                  "Label selector: every validating and mutating webhook configuration matching it")
       ->type_name("SELECTOR")

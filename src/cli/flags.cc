@@ -2,9 +2,35 @@
 
 #include <cstdlib>
 
+#include "certctl/kube/names.h"
 #include "certctl/util/duration.h"
+#include "certctl/util/text.h"
 
 namespace certctl::cli {
+namespace {
+
+CLI::Validator NameCheck(const std::string& kind, Status (*validate)(std::string_view),
+                         const char* rule) {
+  return {[kind, validate, rule](const std::string& value) {
+            constexpr std::size_t kShownBytes = 80;
+            auto valid = validate(value);
+            return valid ? std::string()
+                         : "\"" + OneLine(value, kShownBytes) + "\" is not a valid " + kind +
+                               " name: " + valid.error().message() + "; a " + kind +
+                               " name must be " + rule;
+          },
+          ""};  // no description: the help shows the flag's own type name
+}
+
+}  // namespace
+
+CLI::Validator ObjectNameCheck(const std::string& kind) {
+  return NameCheck(kind, kube::ValidateSubdomainName, kube::kSubdomainRule);
+}
+
+CLI::Validator NamespaceNameCheck() {
+  return NameCheck("namespace", kube::ValidateLabelName, kube::kLabelRule);
+}
 
 CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono::seconds& target,
                              const std::string& description, bool allow_zero) {
@@ -26,7 +52,8 @@ void AddIdentityFlags(CLI::App& app, IdentityFlags& flags) {
   app.add_option("--service", flags.service,
                  "Name of the webhook's Service; its DNS names become the certificate's SANs");
   app.add_option("-n,--namespace", flags.namespace_name,
-                 "Namespace of the Service (default: $POD_NAMESPACE, else \"default\")");
+                 "Namespace of the Service (default: $POD_NAMESPACE, else \"default\")")
+      ->check(NamespaceNameCheck());
   app.add_option("--cluster-domain", flags.cluster_domain, "Cluster DNS domain")
       ->capture_default_str();
   app.add_option("--dns-name", flags.dns_names, "Extra DNS name for the certificate (repeatable)")

@@ -17,6 +17,12 @@ namespace certctl::cli {
 
 inline constexpr char kDefaultSecretName[] = "webhook-server-cert";
 
+// Checks for flags naming a Kubernetes object of `kind` ("Secret", "Lease", ...), as the API
+// server would check the name: a bad value is a usage error while parsing, naming the flag,
+// the value and the rule. Objects in general are DNS-1123 subdomains, namespaces labels.
+CLI::Validator ObjectNameCheck(const std::string& kind);
+CLI::Validator NamespaceNameCheck();
+
 // Adds a flag that takes a duration ("720h", "30d", "10y"); a bad value is a usage error
 // raised while parsing, so it exits 2 like any other.
 CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono::seconds& target,

@@ -52,18 +52,6 @@ std::string SecretManifestYaml(const nlohmann::ordered_json& manifest) {
   return out;
 }
 
-bool IsDnsSubdomainName(const std::string& name) {
-  if (name.empty() || name.size() > 253) {
-    return false;
-  }
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.')) {
-      return false;
-    }
-  }
-  return name.front() != '-' && name.front() != '.' && name.back() != '-' && name.back() != '.';
-}
-
 }  // namespace
 
 CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options) {
@@ -78,6 +66,7 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options) {
                    "Print a kubernetes.io/tls Secret manifest: secret (YAML) or secret-json")
       ->check(CLI::IsMember({"secret", "secret-json"}));
   command->add_option("--secret", options.secret_name, "Name of the Secret in the manifest")
+      ->check(ObjectNameCheck("Secret"))
       ->capture_default_str();
   command->add_flag("--force", options.force, "Replace existing files in --out-dir");
   return command;
@@ -86,11 +75,6 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options) {
 int RunGenerate(const GenerateOptions& options, const Clock& clock) {
   if (options.out_dir.empty() && options.output.empty()) {
     std::cerr << "certctl generate: nothing to do: give --out-dir DIR and/or -o secret\n";
-    return kExitUsage;
-  }
-  if (!IsDnsSubdomainName(options.secret_name)) {
-    std::cerr << "certctl generate: --secret \"" << options.secret_name
-              << "\" is not a valid Secret name (lower-case RFC 1123 subdomain)\n";
     return kExitUsage;
   }
   const pki::ServiceIdentity identity = ResolveIdentity(options.identity);

@@ -13,6 +13,7 @@
 
 #include "certctl/controller/secret.h"
 #include "certctl/endpoints/server.h"
+#include "certctl/kube/names.h"
 #include "certctl/loop/sidecar.h"
 #include "certctl/metrics/registry.h"
 #include "certctl/pki/names.h"
@@ -233,8 +234,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
   command->add_flag("--leader-elect", options.leader_elect,
                     "Among several replicas only the holder of a Lease writes; every replica "
                     "keeps its own folder and readiness");
-  command->add_option("--lease-name", options.lease_name,
-                      "Name of the Lease (default: <secret>-certctl)");
+  command
+      ->add_option("--lease-name", options.lease_name,
+                   "Name of the Lease (default: <secret>-certctl)")
+      ->check(ObjectNameCheck("Lease"));
   command->add_option(
       "--identity", options.identity,
       "This replica's name in the Lease and in Events (default: $POD_NAME or the hostname, "
@@ -251,6 +254,13 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   }
   if (auto valid = CheckValidities(options.secret); !valid) {
     return UsageError(valid.error().message());
+  }
+  const std::string lease_name =
+      options.lease_name.empty() ? options.secret.secret_name + "-certctl" : options.lease_name;
+  if (auto valid = kube::ValidateSubdomainName(lease_name); options.leader_elect && !valid) {
+    // Only the default can get here: a long --secret makes it too long.
+    return UsageError("--lease-name: the default Lease name \"" + lease_name +
+                      "\" is not valid: " + valid.error().message() + "; give --lease-name");
   }
   auto health_address = endpoints::ParseListenAddress(options.health_addr);
   if (!health_address) {
@@ -305,9 +315,7 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   const std::string identity = options.identity.empty() ? DefaultIdentity(env) : options.identity;
   config.instance = identity;
   if (options.leader_elect) {
-    config.election = leader::ElectionConfig{
-        cluster->ns, options.lease_name.empty() ? spec->name + "-certctl" : options.lease_name,
-        identity};
+    config.election = leader::ElectionConfig{cluster->ns, lease_name, identity};
   }
 
   loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);

@@ -9,7 +9,9 @@ void AddSecretFlags(CLI::App& app, SecretFlags& flags) {
   AddIssuanceFlags(app, flags.issuance);
   AddDurationFlag(app, "--renew-before", flags.renew_before,
                   "Renew certificates with less validity left than this");
-  app.add_option("--secret", flags.secret_name, "Secret holding the pair")->capture_default_str();
+  app.add_option("--secret", flags.secret_name, "Secret holding the pair")
+      ->check(ObjectNameCheck("Secret"))
+      ->capture_default_str();
   app.add_flag("--adopt", flags.adopt,
                "Take ownership of an existing Secret certctl did not create");
   AddDurationFlag(app, "--ca-overlap", flags.ca_overlap,

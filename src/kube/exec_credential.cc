@@ -143,6 +143,102 @@ std::optional<int> WaitForChildUntil(pid_t pid, std::chrono::steady_clock::time_
   }
 }
 
+// Whether the plugin has exited. It is left a zombie, not reaped, so its pid (and so its
+// process group's id) stays taken until WaitForChild.
+bool HasExited(pid_t pid) {
+  siginfo_t info{};
+  while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    if (errno != EINTR) {
+      return false;  // not our child any more: the end of its output tells instead
+    }
+  }
+  return info.si_pid == pid;
+}
+
+struct PluginOutput {
+  std::string text;
+  bool timed_out = false;
+  std::string failure;         // why the output could not be read
+  bool plugin_exited = false;  // it exited before its output ended
+  bool held_open = false;      // and something it started still holds the output open
+};
+
+enum class Chunk { kMore, kEnded, kWouldBlock, kFailed };
+
+// One read() of the plugin's output into `output`.
+Chunk ReadChunk(int fd, PluginOutput& output) {
+  char buffer[8192];
+  const ssize_t count = ::read(fd, buffer, sizeof(buffer));
+  if (count < 0) {
+    if (errno == EINTR) {
+      return Chunk::kMore;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return Chunk::kWouldBlock;
+    }
+    output.failure = std::string("cannot read its output: ") + std::strerror(errno);
+    return Chunk::kFailed;
+  }
+  if (count == 0) {
+    return Chunk::kEnded;
+  }
+  output.text.append(buffer, static_cast<std::size_t>(count));
+  if (output.text.size() > kMaxOutput) {
+    output.failure = "printed more than " + std::to_string(kMaxOutput) + " bytes";
+    return Chunk::kFailed;
+  }
+  return Chunk::kMore;
+}
+
+// Takes what the output holds now, without waiting for more.
+void Drain(int fd, PluginOutput& output) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    output.failure = std::string("cannot read its output: ") + std::strerror(errno);
+    return;
+  }
+  Chunk chunk = Chunk::kMore;
+  while (chunk == Chunk::kMore) {
+    chunk = ReadChunk(fd, output);
+  }
+  output.held_open = chunk == Chunk::kWouldBlock;
+}
+
+// Reads the plugin's output until it ends or the plugin exits, whichever comes first: a
+// helper the plugin started may inherit its output and hold it open long after the plugin
+// is done, and what the plugin printed is all in the pipe by the time it exited.
+PluginOutput ReadPluginOutput(int fd, pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  // How often the plugin's exit is looked for while its output stays quiet.
+  constexpr std::chrono::milliseconds kExitCheckInterval{20};
+  PluginOutput output;
+  while (true) {
+    if (HasExited(pid)) {
+      output.plugin_exited = true;
+      Drain(fd, output);
+      return output;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      output.timed_out = true;
+      return output;
+    }
+    pollfd waiting{fd, POLLIN, 0};
+    const int ready =
+        ::poll(&waiting, 1, static_cast<int>(std::min(left, kExitCheckInterval).count()));
+    if (ready < 0 && errno != EINTR) {
+      output.failure = std::string("cannot read its output: ") + std::strerror(errno);
+      return output;
+    }
+    if (ready > 0) {
+      const Chunk chunk = ReadChunk(fd, output);
+      if (chunk == Chunk::kEnded || chunk == Chunk::kFailed) {
+        return output;
+      }
+    }
+  }
+}
+
 // Ends everything the plugin started: its process group, which outlives the plugin itself
 // while any member is left.
 void KillPluginGroup(pid_t pid) { ::kill(-pid, SIGKILL); }
@@ -244,53 +340,26 @@ Result<ExecToken> RunExecPlugin(const ExecCredential& exec, std::chrono::millise
   }
   write_end.Close();
 
-  std::string output;
-  std::string failure;
-  char buffer[8192];
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      failure = "did not finish within " + Describe(timeout);
-      break;
-    }
-    pollfd waiting{read_end.get(), POLLIN, 0};
-    const int ready = ::poll(&waiting, 1, static_cast<int>(left.count()));
-    if (ready < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      failure = std::string("cannot read its output: ") + std::strerror(errno);
-      break;
-    }
-    if (ready == 0) {
-      continue;
-    }
-    const ssize_t count = ::read(read_end.get(), buffer, sizeof(buffer));
-    if (count < 0) {
-      if (errno == EINTR || errno == EAGAIN) {
-        continue;
-      }
-      failure = std::string("cannot read its output: ") + std::strerror(errno);
-      break;
-    }
-    if (count == 0) {
-      break;
-    }
-    output.append(buffer, static_cast<std::size_t>(count));
-    if (output.size() > kMaxOutput) {
-      failure = "printed more than " + std::to_string(kMaxOutput) + " bytes";
-      break;
-    }
-  }
-  if (!failure.empty()) {
+  PluginOutput read = ReadPluginOutput(read_end.get(), pid, deadline);
+  if (read.timed_out || !read.failure.empty()) {
     KillPluginGroup(pid);
     WaitForChild(pid);
-    return PluginFailure(exec, failure);
+    return PluginFailure(
+        exec, read.timed_out ? "did not finish within " + Describe(timeout) : read.failure);
   }
   read_end.Close();
-  // Closing its output is not the end: a plugin that lingers after it is on the same clock.
-  const std::optional<int> status = WaitForChildUntil(pid, deadline);
+  std::optional<int> status;
+  if (read.plugin_exited) {
+    if (read.held_open) {
+      // Helpers it started still hold its output: they are part of this exchange, now over.
+      // The plugin is not reaped yet, so its group's id cannot have been reused.
+      KillPluginGroup(pid);
+    }
+    status = WaitForChild(pid);
+  } else {
+    // Closing its output is not the end: a plugin that lingers after it is on the same clock.
+    status = WaitForChildUntil(pid, deadline);
+  }
   if (!status) {
     KillPluginGroup(pid);
     WaitForChild(pid);
@@ -300,7 +369,7 @@ Result<ExecToken> RunExecPlugin(const ExecCredential& exec, std::chrono::millise
     KillPluginGroup(pid);
     return PluginFailure(exec, ExitDescription(*status));
   }
-  return ParseExecCredential(output, exec);
+  return ParseExecCredential(read.text, exec);
 }
 
 }  // namespace certctl::kube

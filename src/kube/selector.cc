@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "certctl/kube/names.h"
+
 namespace certctl::kube {
 namespace {
 
@@ -22,39 +24,13 @@ bool ValidName(std::string_view text) {
   return true;
 }
 
-// A DNS-1123 subdomain: lower-case labels of [a-z0-9-] joined by dots, at most 253.
-bool ValidPrefix(std::string_view text) {
-  if (text.empty() || text.size() > 253) {
-    return false;
-  }
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t dot = text.find('.', start);
-    const std::string_view label =
-        text.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') {
-      return false;
-    }
-    for (char c : label) {
-      if (!(std::islower(static_cast<unsigned char>(c)) ||
-            std::isdigit(static_cast<unsigned char>(c)) || c == '-')) {
-        return false;
-      }
-    }
-    if (dot == std::string_view::npos) {
-      break;
-    }
-    start = dot + 1;
-  }
-  return true;
-}
-
 bool ValidKey(std::string_view key) {
   const std::size_t slash = key.find('/');
   if (slash == std::string_view::npos) {
     return ValidName(key);
   }
-  return ValidPrefix(key.substr(0, slash)) && ValidName(key.substr(slash + 1));
+  return ValidateSubdomainName(key.substr(0, slash)).has_value() &&
+         ValidName(key.substr(slash + 1));
 }
 
 bool ValidValue(std::string_view value) { return value.empty() || ValidName(value); }

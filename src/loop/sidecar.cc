@@ -172,6 +172,17 @@ void Sidecar::WarnRateLimited(const std::string& key, const std::string& message
   log_(repeat ? LogLevel::kDebug : LogLevel::kWarning, message);
 }
 
+void Sidecar::RemoveStaleSets() {
+  for (const std::string& name : certdir::RemoveStaleSets(config_.pass.cert_dir)) {
+    if (told_foreign_sets_.insert(name).second) {
+      log_(LogLevel::kWarning, "certificate folder: left " +
+                                   (config_.pass.cert_dir / name).string() +
+                                   " alone: it is named like a set of certctl's, but certctl "
+                                   "did not write what it holds");
+    }
+  }
+}
+
 bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   const Role role = leading_ ? Role::kLeader : Role::kFollower;
   log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
@@ -317,7 +328,7 @@ void Sidecar::Run() {
       reasons.insert("polling while a watch is down");
     }
     if (clock_.Monotonic() >= remove_stale_sets_at) {
-      certdir::RemoveStaleSets(config_.pass.cert_dir);
+      RemoveStaleSets();
       remove_stale_sets_at = MonotonicTime::max();
     }
     // The wall clock, not the monotonic one: after a suspend or a clock step the
@@ -357,7 +368,7 @@ void Sidecar::Run() {
   }
   threads_.clear();
   if (remove_stale_sets_at != MonotonicTime::max()) {
-    certdir::RemoveStaleSets(config_.pass.cert_dir);
+    RemoveStaleSets();
   }
   if (!config_.ready_file.empty()) {
     std::error_code error;

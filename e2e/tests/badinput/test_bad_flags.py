@@ -1,6 +1,7 @@
 """Bad command lines: unknown flags, malformed durations, label selectors, addresses, IP
 addresses and DNS names (IDN as raw UTF-8 among them), validities that do not outlast
---renew-before.
+--renew-before, names of objects (Secret, Lease, targets, namespace) the API server would
+refuse.
 
 docs/exit-codes.md: a usage error is exit 2 for every command, with one line naming what is
 wrong; `run` exits 2 at once (it never gets as far as reporting on /readyz). A healthy
@@ -195,3 +196,63 @@ def test_validity_not_longer_than_renew_before(healthy, case):
     command, args, named = VALIDITIES[case]
     before = healthy.snapshot()
     assert_usage_error(healthy, before, command, [*TARGET, *args], *named)
+
+
+# --- object names -------------------------------------------------------------------------
+
+SUBDOMAIN_RULE = "DNS-1123 subdomain"
+LONG_NAME = "a" * 254
+
+# (command, args, flag, what the line must name besides the flag)
+OBJECT_NAMES = {
+    "run-lease-name-upper-case-and-underscore": (
+        "run", ["--leader-elect", "--lease-name", "Bad_Name"], "--lease-name",
+        ['"Bad_Name"', "Lease", SUBDOMAIN_RULE]),
+    "run-lease-name-without-leader-elect": (
+        "run", ["--lease-name", "bad_name"], "--lease-name", ['"bad_name"', "Lease"]),
+    "run-lease-name-too-long": (
+        "run", ["--leader-elect", "--lease-name", LONG_NAME], "--lease-name",
+        ["254 characters long", "at most 253"]),
+    "run-default-lease-name-too-long": (
+        "run", ["--leader-elect", "--secret", "a" * 250], "--lease-name",
+        ["default Lease name", "-certctl", "258 characters long"]),
+    "check-secret-with-a-slash": (
+        "check", ["--secret", "x/../../configmaps/y"], "--secret", ["Secret", "'/'"]),
+    "job-secret-upper-case": ("job", ["--secret", "Webhook-Cert"], "--secret",
+                              ['"Webhook-Cert"', "Secret"]),
+    "rotate-secret-ending-in-a-dot": ("rotate", ["--secret", "cert."], "--secret",
+                                      ['"cert."', "Secret"]),
+    "run-secret-underscore": ("run", ["--secret", "webhook_cert"], "--secret",
+                              ['"webhook_cert"', "Secret"]),
+    "job-validating-webhook-starting-with-a-dash": (
+        "job", ["--validating-webhook", "-hook"], "--validating-webhook",
+        ["ValidatingWebhookConfiguration"]),
+    "check-mutating-webhook-upper-case": (
+        "check", ["--mutating-webhook", "Hook"], "--mutating-webhook",
+        ['"Hook"', "MutatingWebhookConfiguration"]),
+    "run-crd-empty-part": ("run", ["--crd", "widgets..example.com"], "--crd",
+                           ['"widgets..example.com"', "CustomResourceDefinition"]),
+    "job-apiservice-empty": ("job", ["--apiservice", ""], "--apiservice",
+                             ['""', "APIService", "empty"]),
+}
+
+
+@pytest.mark.parametrize("case", list(OBJECT_NAMES))
+def test_malformed_object_name(healthy, case):
+    """A name the API server would refuse is a usage error naming the flag and the rule,
+    not a controller that never finds (or never leads with) its object."""
+    command, args, flag, named = OBJECT_NAMES[case]
+    before = healthy.snapshot()
+    assert_usage_error(healthy, before, command, [*TARGET, *args], flag, *named)
+
+
+def test_malformed_namespace(healthy):
+    before = healthy.snapshot()
+    with healthy.run_process(*TARGET, flags={"-n": "Infra"}) as run:
+        code = run.exit_code(RUN_EXIT_BOUND)
+        assert code == 2, (code, run.log())
+        lines = run.log().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("certctl run: "), lines
+        assert "--namespace" in lines[0] and '"Infra"' in lines[0], lines[0]
+    assert healthy.requests_by_certctl() == []
+    assert healthy.snapshot() == before

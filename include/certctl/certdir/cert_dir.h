@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "certctl/util/clock.h"
 #include "certctl/util/result.h"
@@ -34,14 +35,19 @@ enum class Publish { kUnchanged, kReplaced };
 // The visible names are relative links into ..data (regular files left by an earlier
 // writer are replaced by them). The set just replaced stays until RemoveStaleSets, since a
 // reader that followed ..data an instant before the swap may still be opening its files;
-// older sets and the leftovers of an interrupted run are removed after the swap. Nothing is
-// written when DIR already serves `files`. The key is 0600, the certificates 0644, a created
-// DIR 0755. Failures are kIo naming the path; they leave the set that was served in place.
+// older sets and the leftovers of an interrupted run are removed after the swap, by the
+// rules of RemoveStaleSets. Nothing is written when DIR already serves `files`. The key is
+// 0600, the certificates 0644, a created DIR 0755. Failures are kIo naming the path; they leave the
+// set that was served in place.
 Result<Publish> PublishServingFiles(const std::filesystem::path& dir, const ServingFiles& files,
                                     TimePoint now);
 
 // Removes every set folder but the one ..data names: call it a moment after a swap, once
-// readers of the replaced set are done. Failures cost disk space only and are ignored.
-void RemoveStaleSets(const std::filesystem::path& dir);
+// readers of the replaced set are done. Only what certctl wrote is removed: a folder named
+// exactly as PublishServingFiles names a set, holding nothing but regular files it writes
+// there; links are never followed. Returns the folders named like sets that hold anything
+// else (a user's lookalike, or a set someone added a file to): they are left as they are.
+// Failures cost disk space only and are ignored.
+std::vector<std::string> RemoveStaleSets(const std::filesystem::path& dir);
 
 }  // namespace certctl::certdir

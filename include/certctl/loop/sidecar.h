@@ -152,6 +152,9 @@ class Sidecar {
   // Sleeps up to `duration`; true when stopped meanwhile.
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
   std::chrono::milliseconds Jittered(std::chrono::milliseconds base, double spread);
+  // Removes the sets of the certificate folder that were replaced; a folder named like one
+  // that certctl did not write is left, and told once in a warning.
+  void RemoveStaleSets();
   // Logs `message` at warning level, but a message repeating within a minute at debug.
   void WarnRateLimited(const std::string& key, const std::string& message);
 
@@ -178,6 +181,7 @@ class Sidecar {
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
   std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
   std::optional<TimePoint> next_step_at_;    // a CA rotation's next step (loop thread only)
+  std::set<std::string> told_foreign_sets_;  // lookalike set folders warned of (loop thread)
   bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
   // Watches currently failing: while any is, the loop polls, since no event would tell it
   // that someone wiped a caBundle meanwhile.

@@ -123,6 +123,51 @@ TEST(CertDir, LeftoversOfAnInterruptedRunAreCleanedUp) {
   EXPECT_TRUE(fs::exists(dir / "..my-notes"));
 }
 
+TEST(CertDir, AnInterruptedWriteLeavesATemporaryThatIsCleanedUpToo) {
+  TempDir dir;
+  dir.Write("..2025_12_01_00_00_00.AbC123/.tls.key.tmp-0a1b2c3d", "half");
+  fs::create_directory(dir / "..2025_12_01_00_00_01.abcdef");  // crashed before any file
+  ASSERT_TRUE(PublishServingFiles(dir.path(), Set("a"), kNow));
+  EXPECT_FALSE(fs::exists(dir / "..2025_12_01_00_00_00.AbC123"));
+  EXPECT_FALSE(fs::exists(dir / "..2025_12_01_00_00_01.abcdef"));
+}
+
+TEST(CertDir, FoldersThatOnlyLookLikeSetsAreLeftAlone) {
+  TempDir dir;
+  // Not named as certctl names a set.
+  dir.Write("..1_user_folder/notes", "mine");
+  dir.Write("..2025_12_01_00_00_00.abcdef.old/tls.crt", "mine");
+  dir.Write("..2025_12_01_00_00_00/tls.crt", "mine");
+  dir.Write("..2025-12-01_00_00_00.abcdef/tls.crt", "mine");
+  // Named like a set, holding what certctl does not write there.
+  dir.Write("..2025_12_01_00_00_00.aaaaaa/notes", "mine");
+  dir.Write("..2025_12_01_00_00_00.bbbbbb/tls.crt", "mine");
+  dir.Write("..2025_12_01_00_00_00.bbbbbb/extra/tls.key", "mine");
+  dir.Write("elsewhere/tls.crt", "mine");
+  fs::create_directory(dir / "..2025_12_01_00_00_00.cccccc");
+  fs::create_symlink("../elsewhere/tls.crt", dir / "..2025_12_01_00_00_00.cccccc/tls.crt");
+  fs::create_directory_symlink("elsewhere", dir / "..2025_12_01_00_00_00.dddddd");
+  const std::vector<std::string> user_entries = Entries(dir.path());
+
+  ASSERT_TRUE(PublishServingFiles(dir.path(), Set("a"), kNow));
+  ASSERT_TRUE(PublishServingFiles(dir.path(), Set("b"), kNow + std::chrono::seconds(1)));
+  const std::vector<std::string> left = RemoveStaleSets(dir.path());
+
+  EXPECT_EQ(left, (std::vector<std::string>{
+                      "..2025_12_01_00_00_00.aaaaaa", "..2025_12_01_00_00_00.bbbbbb",
+                      "..2025_12_01_00_00_00.cccccc", "..2025_12_01_00_00_00.dddddd"}));
+  for (const std::string& name : user_entries) {
+    EXPECT_TRUE(fs::exists(fs::symlink_status(dir / name))) << name;
+  }
+  EXPECT_EQ(dir.Read("..1_user_folder/notes"), "mine");
+  EXPECT_EQ(dir.Read("..2025_12_01_00_00_00.bbbbbb/tls.crt"), "mine");
+  EXPECT_EQ(dir.Read("..2025_12_01_00_00_00.bbbbbb/extra/tls.key"), "mine");
+  EXPECT_EQ(dir.Read("elsewhere/tls.crt"), "mine");
+  // Beside them only the current set: the links, ..data and its folder.
+  EXPECT_EQ(Entries(dir.path()).size(), user_entries.size() + 5);
+  EXPECT_EQ(ReadServingFiles(dir.path()).value(), Set("b"));
+}
+
 TEST(CertDir, MissingFilesReadAsNoSet) {
   TempDir dir;
   EXPECT_EQ(ReadServingFiles(dir.path()).value(), std::nullopt);

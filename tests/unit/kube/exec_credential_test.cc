@@ -1,6 +1,7 @@
 #include "kube/exec_credential.h"
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -80,15 +81,59 @@ TEST(ExecPlugin, APluginThatLingersAfterClosingItsOutputIsKilledAtTheDeadline) {
 }
 
 TEST(ExecPlugin, ATimeoutKillsWhatThePluginStarted) {
-  // The plugin exits, but a helper it started keeps its output open: both the wait and the
-  // helper must end.
+  // The plugin hangs, and a helper it started holds its output open too: both the wait and
+  // the helper must end.
   TempDir dir;
   const auto exec =
-      Plugin(dir, "sleep 30 &\necho $! > \"" + (dir.path() / "helper").string() + "\"\nexit 0\n");
+      Plugin(dir, "sleep 30 &\necho $! > \"" + (dir.path() / "helper").string() + "\"\nsleep 30\n");
   auto token = RunExecPlugin(exec, std::chrono::seconds(1));
   ASSERT_FALSE(token);
   EXPECT_THAT(token.error().message(), HasSubstr("did not finish within 1s"));
   EXPECT_TRUE(EndsSoon(PidIn(dir, "helper")));
+}
+
+// Generous: the point is not to wait for the deadline, not how fast a loaded machine is.
+constexpr auto kDeadline = std::chrono::seconds(20);
+constexpr auto kWellWithinTheDeadline = std::chrono::seconds(10);
+
+TEST(ExecPlugin, ItsCredentialIsTakenWhenItExitsThoughAHelperHoldsItsOutput) {
+  TempDir dir;
+  const auto exec = Plugin(dir, "sleep 30 &\necho $! > \"" + (dir.path() / "helper").string() +
+                                    "\"\necho '" + kCredential + "'\nexit 0\n");
+  const auto started = std::chrono::steady_clock::now();
+  auto token = RunExecPlugin(exec, kDeadline);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, kWellWithinTheDeadline);
+  ASSERT_TRUE(token) << token.error().message();
+  EXPECT_EQ(token->token, "plugin-token");
+  // The helper, holding output nobody reads any more, is ended with the plugin's group.
+  EXPECT_TRUE(EndsSoon(PidIn(dir, "helper")));
+}
+
+TEST(ExecPlugin, APluginThatExitsWithoutPrintingWhileAHelperHoldsItsOutputFailsAtOnce) {
+  TempDir dir;
+  const auto exec =
+      Plugin(dir, "sleep 30 &\necho $! > \"" + (dir.path() / "helper").string() + "\"\nexit 0\n");
+  const auto started = std::chrono::steady_clock::now();
+  auto token = RunExecPlugin(exec, kDeadline);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, kWellWithinTheDeadline);
+  ASSERT_FALSE(token);
+  EXPECT_EQ(token.error().code(), ErrorCode::kUnauthenticated);
+  EXPECT_THAT(token.error().message(), HasSubstr("not an ExecCredential"));
+  EXPECT_TRUE(EndsSoon(PidIn(dir, "helper")));
+}
+
+TEST(ExecPlugin, AHelperThatLetGoOfTheOutputIsLeftRunning) {
+  // A helper that does not hold the plugin's output (a cache it keeps, say) is no reason to
+  // end anything.
+  TempDir dir;
+  const auto exec =
+      Plugin(dir, "sleep 30 >/dev/null &\necho $! > \"" + (dir.path() / "helper").string() +
+                      "\"\necho '" + kCredential + "'\n");
+  auto token = RunExecPlugin(exec, kDeadline);
+  ASSERT_TRUE(token) << token.error().message();
+  const std::string helper = PidIn(dir, "helper");
+  EXPECT_FALSE(Ended(helper));
+  ::kill(std::stoi(helper), SIGKILL);
 }
 
 TEST(ExecPlugin, APluginThatPrintsNothingTimesOut) {

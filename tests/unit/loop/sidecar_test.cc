@@ -1,8 +1,11 @@
 #include "certctl/loop/sidecar.h"
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -48,9 +51,10 @@ bool Eventually(Condition condition) {
 // Runs the sidecar on a thread of its own for the test's lifetime.
 class Running {
  public:
-  Running(FakeClient& api, SidecarConfig config)
+  Running(
+      FakeClient& api, SidecarConfig config, LogSink log = [](LogLevel, const std::string&) {})
       : metrics_(registry_),
-        sidecar_(api, clock_, std::move(config), metrics_, [](LogLevel, const std::string&) {}),
+        sidecar_(api, clock_, std::move(config), metrics_, std::move(log)),
         thread_([this] { sidecar_.Run(); }) {}
   ~Running() { StopAndJoin(); }
 
@@ -142,6 +146,40 @@ TEST(Sidecar, TheReplacedSetOfTheFolderIsRemovedShortlyAfterTheSwap) {
       Eventually([&] { return std::filesystem::read_symlink(dir / "tls" / "..data") != first; }));
   EXPECT_TRUE(Eventually([&] { return sets() == 1; })) << sets();
   EXPECT_FALSE(std::filesystem::exists(dir / "tls" / first));
+}
+
+// A folder of the user's named like a set is no set of certctl's: it stays, told once.
+TEST(Sidecar, AFolderThatOnlyLooksLikeASetIsLeftAndToldOnce) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  dir.Write("tls/..2025_01_01_00_00_00.abcdef/notes", "mine");
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  Running running(api, Config(dir), [&](LogLevel level, const std::string& message) {
+    const std::lock_guard lock(mutex);
+    if (level == LogLevel::kWarning) {
+      warnings.push_back(message);
+    }
+  });
+  const auto told = [&] {
+    const std::lock_guard lock(mutex);
+    return std::count_if(warnings.begin(), warnings.end(), [](const std::string& warning) {
+      return warning.find("..2025_01_01_00_00_00.abcdef") != std::string::npos;
+    });
+  };
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady(); }));
+  for (int swap = 0; swap < 2; ++swap) {
+    const auto served = std::filesystem::read_symlink(dir / "tls" / "..data");
+    ASSERT_TRUE(api.Remove(kube::kSecrets, kNs, "webhook-server-cert"));
+    running.sidecar().Reconcile("test");
+    ASSERT_TRUE(Eventually(
+        [&] { return std::filesystem::read_symlink(dir / "tls" / "..data") != served; }));
+    // The replaced set is gone: the clean-up that judged the lookalike has run.
+    ASSERT_TRUE(Eventually([&] { return !std::filesystem::exists(dir / "tls" / served); }));
+  }
+  EXPECT_EQ(told(), 1);
+  EXPECT_EQ(dir.Read("tls/..2025_01_01_00_00_00.abcdef/notes"), "mine");
 }
 
 // The fake API has no watch: every watch keeps failing, as when the API server drops them.
