@@ -59,6 +59,10 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
   AddIdentityFlags(*command, options.identity);
   AddDurationFlag(*command, "--renew-before", options.renew_before,
                   "Report certificates with less validity left than this", /*allow_zero=*/true);
+  AddDurationFlag(*command, "--ca-overlap", options.ca_overlap,
+                  "The --ca-overlap the controller runs with: a Secret whose previous CA stays "
+                  "trusted longer than this after its server certificate moved is reported",
+                  /*allow_zero=*/true);
   CLI::Option* dir = command->add_option("--cert-dir", options.cert_dir,
                                          "Check the files tls.crt, tls.key, ca.crt in this folder");
   CLI::Option* cert = command->add_option("--cert", options.cert_file, "Server certificate file");
@@ -133,7 +137,7 @@ int RunCheck(const CheckOptions& options, const Environment& env, const Clock& c
     report.validation = pki::Validate(*source, policy, clock.Now());
   } else {
     auto checked = controller::CheckSecret(*cluster->client, cluster->ns, options.secret_name,
-                                           policy, clock.Now());
+                                           policy, clock.Now(), options.ca_overlap);
     if (!checked) {
       return could_not_run(checked.error().message());
     }

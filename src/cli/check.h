@@ -18,6 +18,8 @@ namespace certctl::cli {
 struct CheckOptions {
   IdentityFlags identity;
   std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  // The controller's --ca-overlap: how late previous-ca-until may be.
+  std::chrono::seconds ca_overlap = controller::kDefaultCaOverlap;
   // Files, or else the Secret.
   std::string cert_dir;
   std::string cert_file;

@@ -28,6 +28,9 @@ std::string Milliseconds(std::chrono::steady_clock::duration elapsed) {
 
 void LogSecret(const controller::SecretOutcome& outcome, const std::string& object,
                const std::string& took) {
+  for (const controller::RotationProblem& problem : outcome.rotation_problems) {
+    spdlog::warn("{}: {}", object, problem.message);
+  }
   switch (outcome.action) {
     case controller::SecretAction::kNone:
       spdlog::info("{} is valid{}; nothing to do ({})", object,
@@ -64,6 +67,9 @@ void LogSecret(const controller::SecretOutcome& outcome, const std::string& obje
       break;
     case controller::SecretAction::kAdopted:
       spdlog::info("adopted {}: now managed by certctl ({})", object, took);
+      break;
+    case controller::SecretAction::kRepaired:
+      spdlog::info("repaired {}: {} ({})", object, outcome.reason, took);
       break;
   }
 }

@@ -49,12 +49,13 @@ Result<Snapshot> Read(kube::Client& client, const controller::SecretSpec& spec) 
   if (!pair) {
     return Fail(pair.error());
   }
-  auto rotation = controller::ReadRotationState(**current, object);
+  // For the progress shown: a value certctl never writes is the controller's to repair.
+  auto rotation = controller::ReadRotationAnnotations(**current, object);
   if (!rotation) {
     return Fail(rotation.error());
   }
   Snapshot snapshot;
-  snapshot.rotation = *rotation;
+  snapshot.rotation = rotation->state;
   snapshot.tls_crt = pair->source.cert_pem.value_or("");
   if (pair->source.ca_pem) {
     if (auto cas = pki::ParseCertificateBundle(*pair->source.ca_pem); cas && !cas->empty()) {

@@ -52,11 +52,12 @@ std::vector<Finding> CheckReport::AllFindings() const {
 }
 
 Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::string_view name,
-                                const pki::ValidationPolicy& policy, TimePoint now) {
+                                const pki::ValidationPolicy& policy, TimePoint now,
+                                std::chrono::seconds ca_overlap) {
   CheckReport report;
   const std::string secret_object = SecretObjectName(ns, name);
   report.source = "secret " + std::string(ns) + "/" + std::string(name);
-  auto stored = ReadStoredSecret(client, ns, name, policy, now);
+  auto stored = ReadStoredSecret(client, ns, name, policy, ca_overlap, now);
   if (!stored) {
     return Fail(stored.error());
   }
@@ -65,6 +66,12 @@ Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::
     return report;
   }
   report.other_findings = std::move((*stored)->pair.findings);
+  // Nothing fails because of them yet, but the Secret is not as certctl keeps it: told, so
+  // that a hand edit that certctl will undo does not pass for healthy.
+  for (const RotationProblem& problem : (*stored)->rotation_problems) {
+    report.other_findings.push_back(
+        {FindingCode::kRotationStateInvalid, secret_object, problem.message});
+  }
   report.validation = std::move((*stored)->validation);
   return report;
 }

@@ -13,7 +13,8 @@ constexpr int kMaxConfirmations = 5;
 // The Secret as stored, for a run that must not write it: it must hold a valid pair.
 Result<SecretOutcome> Stored(kube::Client& client, const SecretSpec& spec, const Clock& clock) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
-  auto stored = ReadStoredSecret(client, spec.ns, spec.name, PolicyFor(spec), clock.Now());
+  auto stored =
+      ReadStoredSecret(client, spec.ns, spec.name, PolicyFor(spec), spec.ca_overlap, clock.Now());
   if (!stored) {
     return Fail(stored.error());
   }

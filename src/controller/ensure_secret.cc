@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "certctl/controller/rotation_check.h"
 #include "certctl/controller/secret.h"
 #include "certctl/kube/object.h"
 #include "certctl/pki/certificate.h"
@@ -296,7 +297,8 @@ Result<Plan> PlanManaged(const SecretSpec& spec, const SecretPair& pair,
       }
       return plan;
     }
-    return ReplaceAll(spec, now, "the CA rotation in progress is inconsistent; starting over");
+    // ca.crt and ca.key do not hold what step 1 stores: judged as a Secret at rest below,
+    // which keeps the CA the stored leaf chains to while that leaf can be served.
   }
 
   if (state.phase == RotationPhase::kOverlapping && leaf_from_stored_ca && serves) {
@@ -351,6 +353,31 @@ Result<Plan> PlanManaged(const SecretSpec& spec, const SecretPair& pair,
   return Plan{.action = SecretAction::kNone, .pem = {}, .rotation = state, .reason = ""};
 }
 
+// The Secret as stored, with what did not belong removed (`source` is already pruned) and the
+// rotation annotations as judged.
+Plan Repair(const pki::PairSource& source, const RotationState& state, std::string reason) {
+  return Plan{.action = SecretAction::kRepaired,
+              .pem = StoredPem(source),
+              .rotation = state,
+              .reason = std::move(reason),
+              .lenient = state.phase == RotationPhase::kTrusting};
+}
+
+std::string DescribeRepair(const std::optional<PrunedBundle>& pruned,
+                           const std::vector<RotationProblem>& problems) {
+  std::string text;
+  if (pruned) {
+    text = "ca.crt held certificates that are not CAs, removed:";
+    for (const std::string& subject : pruned->removed) {
+      text += " " + subject;
+    }
+  }
+  for (const RotationProblem& problem : problems) {
+    text += (text.empty() ? "" : "; ") + problem.message;
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string_view SecretActionName(SecretAction action) {
@@ -371,6 +398,8 @@ std::string_view SecretActionName(SecretAction action) {
       return "previous-ca-retired";
     case SecretAction::kAdopted:
       return "adopted";
+    case SecretAction::kRepaired:
+      return "repaired";
   }
   return "unknown";
 }
@@ -423,7 +452,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .uid = ObjectUid(*created),
                              .reason = "it did not exist",
                              .validation = std::move(*validation),
-                             .rotation = {}};
+                             .rotation = {},
+                             .rotation_problems = {}};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -443,6 +473,15 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                       "\"; a Secret's type cannot change: delete it or choose another --secret");
     }
     const bool adopting = !pair.managed && spec.adopt;
+    // A certificate that is not a CA is no part of what clients must trust: pruned, the way
+    // CAs the leaf is not from are, instead of condemning the CA it sits next to.
+    std::optional<PrunedBundle> pruned;
+    if (pair.managed && pair.source.ca_pem) {
+      pruned = PruneNonCaCertificates(*pair.source.ca_pem);
+      if (pruned) {
+        pair.source.ca_pem = pruned->pem;
+      }
+    }
     pki::ValidationReport validation = pki::Validate(pair.source, policy, now);
 
     if (!pair.managed && !adopting) {
@@ -465,16 +504,21 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .uid = ObjectUid(secret),
                            .reason = "",
                            .validation = std::move(validation),
-                           .rotation = {}};
+                           .rotation = {},
+                           .rotation_problems = {}};
     }
 
-    auto rotation = ReadRotationState(secret, object);
-    if (!rotation) {
-      return Fail(rotation.error());
+    auto reading = ReadRotationAnnotations(secret, object);
+    if (!reading) {
+      return Fail(reading.error());
     }
+    RotationReading judged =
+        JudgeRotationState(std::move(*reading), pair.source, spec.ca_overlap, now);
+    const RotationState* rotation = &judged.state;
     SecretOutcome outcome;
     outcome.managed = true;
     outcome.uid = ObjectUid(secret);
+    outcome.rotation_problems = judged.problems;
     if (adopting && validation.ok()) {
       // Adopting changes nothing but the label.
       outcome.action = SecretAction::kAdopted;
@@ -488,6 +532,13 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       auto plan = PlanManaged(spec, pair, validation, *rotation, now);
       if (!plan) {
         return Fail(plan.error());
+      }
+      const std::string repair = DescribeRepair(pruned, judged.problems);
+      if (plan->action == SecretAction::kNone && !repair.empty()) {
+        // Written back as judged, so the next look finds nothing to say.
+        plan = Repair(pair.source, *rotation, repair);
+      } else if (plan->action != SecretAction::kNone && !repair.empty()) {
+        plan->reason += "; " + repair;
       }
       if (plan->action == SecretAction::kNone) {
         // Nothing to write (a rotation waiting for its targets is the caller's to continue).
@@ -549,18 +600,24 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
     if (!read) {
       return Fail(read.error());
     }
-    auto rotation = ReadRotationState(secret, object);
-    if (!rotation) {
-      return Fail(rotation.error());
+    // Judged as EnsureSecret judges it: a state that does not hold is not the step the caller
+    // saw, and the next reconcile repairs it.
+    auto reading = ReadRotationAnnotations(secret, object);
+    if (!reading) {
+      return Fail(reading.error());
     }
     const pki::PairSource& source = read->source;
+    const RotationReading judged =
+        JudgeRotationState(std::move(*reading), source, spec.ca_overlap, now);
+    const RotationState* rotation = &judged.state;
     const std::vector<pki::Certificate> bundle = BundleOf(source);
     const std::optional<pki::KeyPair> stored_ca = StoredCa(source);
     SecretOutcome outcome;
     outcome.managed = read->managed;
     outcome.uid = ObjectUid(secret);
-    if (rotation->phase != RotationPhase::kTrusting || source.ca_pem != trusted_bundle ||
-        !stored_ca || bundle.size() != 2 || !(bundle[0] == stored_ca->certificate)) {
+    if (rotation->phase != RotationPhase::kTrusting || !judged.problems.empty() ||
+        source.ca_pem != trusted_bundle || !stored_ca || bundle.size() != 2 ||
+        !(bundle[0] == stored_ca->certificate)) {
       // Not the rotation step the caller saw: the next reconcile judges what is stored.
       outcome.ca_bundle = source.ca_pem.value_or("");
       outcome.tls_crt = source.cert_pem.value_or("");

@@ -3,6 +3,7 @@
 #include "certctl/controller/secret.h"
 #include "certctl/kube/object.h"
 #include "certctl/util/duration.h"
+#include "certctl/util/text.h"
 
 namespace certctl::controller {
 namespace {
@@ -31,14 +32,16 @@ Result<std::optional<std::string>> Annotation(const Json& secret, const std::str
   return std::optional<std::string>(found->get<std::string>());
 }
 
-tl::unexpected<Error> Unknown(const std::string& object, const char* key, const std::string& value,
-                              std::string_view expected) {
-  return Fail(ErrorCode::kInvalidArgument, object + ": metadata.annotations[" + key + "] is \"" +
-                                               value + "\", expected " + std::string(expected));
+RotationProblem Unknown(const char* key, const std::string& value, std::string_view expected) {
+  return {key, value,
+          "metadata.annotations[" + std::string(key) + "] is \"" + OneLine(value, 100) +
+              "\", expected " + std::string(expected) + "; ignored"};
 }
 
+// The annotation's time; nullopt when absent or, told in `problems`, not RFC 3339.
 Result<std::optional<TimePoint>> TimeAnnotation(const Json& secret, const std::string& object,
-                                                const char* key) {
+                                                const char* key,
+                                                std::vector<RotationProblem>& problems) {
   auto text = Annotation(secret, object, key);
   if (!text) {
     return Fail(text.error());
@@ -48,7 +51,8 @@ Result<std::optional<TimePoint>> TimeAnnotation(const Json& secret, const std::s
   }
   auto time = ParseRfc3339(**text);
   if (!time) {
-    return Unknown(object, key, **text, "an RFC 3339 time");
+    problems.push_back(Unknown(key, **text, "an RFC 3339 time"));
+    return std::optional<TimePoint>();
   }
   return std::optional<TimePoint>(*time);
 }
@@ -79,8 +83,9 @@ std::string_view RotationRequestName(RotationRequest request) {
   return "";
 }
 
-Result<RotationState> ReadRotationState(const Json& secret, const std::string& object) {
-  RotationState state;
+Result<RotationReading> ReadRotationAnnotations(const Json& secret, const std::string& object) {
+  RotationReading reading;
+  RotationState& state = reading.state;
   auto phase = Annotation(secret, object, kRotationPhaseAnnotation);
   if (!phase) {
     return Fail(phase.error());
@@ -91,7 +96,8 @@ Result<RotationState> ReadRotationState(const Json& secret, const std::string& o
     } else if (**phase == RotationPhaseName(RotationPhase::kOverlapping)) {
       state.phase = RotationPhase::kOverlapping;
     } else {
-      return Unknown(object, kRotationPhaseAnnotation, **phase, "trusting or overlapping");
+      reading.problems.push_back(
+          Unknown(kRotationPhaseAnnotation, **phase, "trusting or overlapping"));
     }
   }
   auto requested = Annotation(secret, object, kRotateAnnotation);
@@ -104,20 +110,33 @@ Result<RotationState> ReadRotationState(const Json& secret, const std::string& o
     } else if (**requested == RotationRequestName(RotationRequest::kLeaf)) {
       state.requested = RotationRequest::kLeaf;
     } else {
-      return Unknown(object, kRotateAnnotation, **requested, "ca or leaf");
+      reading.problems.push_back(Unknown(kRotateAnnotation, **requested, "ca or leaf"));
     }
   }
-  auto started = TimeAnnotation(secret, object, kRotationStartedAnnotation);
+  auto started = TimeAnnotation(secret, object, kRotationStartedAnnotation, reading.problems);
   if (!started) {
     return Fail(started.error());
   }
   state.started = *started;
-  auto until = TimeAnnotation(secret, object, kPreviousCaUntilAnnotation);
+  auto until = TimeAnnotation(secret, object, kPreviousCaUntilAnnotation, reading.problems);
   if (!until) {
     return Fail(until.error());
   }
   state.previous_ca_until = *until;
-  return state;
+  return reading;
+}
+
+Result<RotationState> ReadRotationState(const Json& secret, const std::string& object) {
+  auto reading = ReadRotationAnnotations(secret, object);
+  if (!reading) {
+    return Fail(reading.error());
+  }
+  if (!reading->problems.empty()) {
+    std::string message = reading->problems.front().message;
+    message.erase(message.size() - std::string_view("; ignored").size());
+    return Fail(ErrorCode::kInvalidArgument, object + ": " + message);
+  }
+  return reading->state;
 }
 
 void WriteRotationState(const RotationState& state, Json& secret) {
@@ -168,12 +187,16 @@ Result<Json> RequestRotation(kube::Client& client, std::string_view ns, std::str
                                                       kManagedByLabel + "=" + kManagedByValue +
                                                       "); certctl rotates only what it manages");
     }
-    auto state = ReadRotationState(secret, object);
-    if (!state) {
-      return Fail(state.error());
+    // Only the request is written: whatever else the annotations hold, valid or not, is the
+    // controller's to judge (and to repair) when it takes the request.
+    if (auto reading = ReadRotationAnnotations(secret, object); !reading) {
+      return Fail(reading.error());
     }
-    state->requested = request;
-    WriteRotationState(*state, secret);
+    Json& metadata = secret["metadata"];
+    if (!metadata.contains("annotations") || !metadata["annotations"].is_object()) {
+      metadata["annotations"] = Json::object();
+    }
+    metadata["annotations"][kRotateAnnotation] = std::string(RotationRequestName(request));
     auto updated = client.Update(kube::kSecrets, ns, name, secret);
     if (updated) {
       return std::move(*updated);

@@ -1,6 +1,7 @@
 #include "certctl/controller/secret.h"
 
 #include "certctl/controller/rotation.h"
+#include "certctl/controller/rotation_check.h"
 #include "certctl/kube/object.h"
 #include "certctl/util/base64.h"
 
@@ -96,6 +97,7 @@ Result<SecretPair> ReadSecretPair(const nlohmann::json& secret) {
 Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::string_view ns,
                                                      std::string_view name,
                                                      const pki::ValidationPolicy& policy,
+                                                     std::chrono::seconds ca_overlap,
                                                      TimePoint now) {
   auto object = client.Get(kube::kSecrets, ns, name);
   if (!object) {
@@ -110,19 +112,19 @@ Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::
   }
   // Rotation annotations are certctl's own only on a Secret it manages; on any other Secret
   // they are somebody else's, ignored here as EnsureSecret ignores them.
-  RotationState rotation;
+  RotationReading rotation;
   if (pair->managed) {
-    auto read = ReadRotationState(**object, SecretObjectName(ns, name));
+    auto read = ReadRotationAnnotations(**object, SecretObjectName(ns, name));
     if (!read) {
       return Fail(read.error());
     }
-    rotation = *read;
+    rotation = JudgeRotationState(std::move(*read), pair->source, ca_overlap, now);
   }
-  StoredSecret stored{std::move(*pair), {}, {}, rotation};
+  StoredSecret stored{std::move(*pair), {}, {}, rotation.state, std::move(rotation.problems)};
   // While a rotation waits for the targets to trust its new CA, the leaf is still the one the
   // outgoing CA issued, which may be due for renewal: that is what the rotation is doing.
   pki::ValidationPolicy judged = policy;
-  if (rotation.phase == RotationPhase::kTrusting) {
+  if (stored.rotation.phase == RotationPhase::kTrusting) {
     judged.renew_before = std::chrono::seconds(0);
   }
   stored.validation = pki::Validate(stored.pair.source, judged, now);

@@ -49,6 +49,8 @@ void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report)
   }
   RecordExpiry(outcome.validation, report);
   RecordRotation(outcome.rotation, report);
+  report.rotation_problems.insert(report.rotation_problems.end(), outcome.rotation_problems.begin(),
+                                  outcome.rotation_problems.end());
 }
 
 // The bundle into every target, without waiting: a missing target is "not ready" (its
@@ -159,7 +161,8 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   PassReport report;
   const std::string object = controller::SecretObjectName(config.secret.ns, config.secret.name);
   auto stored = controller::ReadStoredSecret(client, config.secret.ns, config.secret.name,
-                                             controller::PolicyFor(config.secret), clock.Now());
+                                             controller::PolicyFor(config.secret),
+                                             config.secret.ca_overlap, clock.Now());
   if (!stored) {
     return Fail(stored.error());
   }
@@ -170,6 +173,7 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   const controller::StoredSecret& secret = **stored;
   RecordExpiry(secret.validation, report);
   RecordRotation(secret.rotation, report);
+  report.rotation_problems = secret.rotation_problems;
   if (!secret.findings.empty()) {
     report.not_ready =
         "waiting for the leader to repair " + object + ": " + JoinFindings(secret.findings);

@@ -34,6 +34,16 @@ void Sidecar::TellWrites(const PassReport& report) {
                               secret_object +
                               (change.reason.empty() ? "" : " (" + change.reason + ")"));
   }
+  std::set<std::string> current;
+  for (const controller::RotationProblem& problem : report.rotation_problems) {
+    const std::string key = problem.annotation + "=" + problem.value;
+    current.insert(key);
+    if (!warned_rotation_.contains(key)) {
+      log_(LogLevel::kWarning, secret_object + ": " + problem.message);
+    }
+  }
+  // A value that clears and comes back (re-applied by a GitOps sync) is told again.
+  warned_rotation_ = std::move(current);
   metrics_.rotation_phase.Set({secret}, static_cast<double>(report.rotation));
   next_step_at_ = report.next_step_at;
   for (const std::string& object : report.patched) {
@@ -80,6 +90,9 @@ void Sidecar::RecordWrites(const PassReport& report) {
         break;
       case controller::SecretAction::kAdopted:
         about_secret("Adopted", "now managed by certctl");
+        break;
+      case controller::SecretAction::kRepaired:
+        about_secret("Repaired", "removed what did not belong" + why);
         break;
     }
   }

@@ -6,7 +6,7 @@
 namespace certctl {
 namespace {
 
-constexpr std::array<std::pair<FindingCode, std::string_view>, 20> kNames = {{
+constexpr std::array<std::pair<FindingCode, std::string_view>, 21> kNames = {{
     {FindingCode::kMissing, "missing"},
     {FindingCode::kUnparsable, "unparsable"},
     {FindingCode::kExpired, "expired"},
@@ -27,6 +27,7 @@ constexpr std::array<std::pair<FindingCode, std::string_view>, 20> kNames = {{
     {FindingCode::kServiceMissing, "service-missing"},
     {FindingCode::kServicePortMissing, "service-port-missing"},
     {FindingCode::kNoReadyEndpoints, "no-ready-endpoints"},
+    {FindingCode::kRotationStateInvalid, "rotation-state-invalid"},
 }};
 
 }  // namespace

@@ -5,10 +5,11 @@ size limit; webhook configurations that use clientConfig.url, that are close to 
 1.5 MiB an object may have in etcd, or that hold 300 webhooks.
 
 docs/secret.md: a Secret not of type kubernetes.io/tls is an error naming the Secret and the
-field, and nothing is written; an annotation value certctl does not know is an error naming
-the annotation, and nothing is written on the strength of it. check reports a wrong type as
-a finding (exit 1) and exits 2 when it cannot judge the Secret; job exits 1; run stays up,
-not ready, with the same reason on /readyz.
+field, and nothing is written. check reports a wrong type as a finding (exit 1) and exits 2
+when it cannot judge the Secret; job exits 1; run stays up, not ready, with the same reason on
+/readyz. A rotation annotation value certctl does not know is ignored, never acted on: check
+reports it (rotation-state-invalid, exit 1), job warns naming the annotation and writes the
+Secret back without it, run stays ready and does the same.
 """
 
 import base64
@@ -71,24 +72,6 @@ SHAPES = {
     "opaque-with-certctl-label-without-tls-key": (
         lambda g: variant(g, type_="Opaque", data=without("tls.key")),
         {(SECRET_OBJ, "wrong-type"), (key_of("tls.key"), "missing")}, ["type", '"Opaque"']),
-    "rotation-phase-unknown": (
-        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "finishing"}), None,
-        ["metadata.annotations[certctl.io/rotation-phase]", '"finishing"']),
-    "rotation-phase-wrong-case": (
-        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "Trusting"}), None,
-        ["metadata.annotations[certctl.io/rotation-phase]", '"Trusting"']),
-    "rotation-started-not-a-time": (
-        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "trusting",
-                                          "certctl.io/rotation-started": "yesterday"}), None,
-        ["metadata.annotations[certctl.io/rotation-started]", '"yesterday"']),
-    "previous-ca-until-not-a-time": (
-        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "overlapping",
-                                          "certctl.io/rotation-started": "2026-01-01T00:00:00Z",
-                                          "certctl.io/previous-ca-until": "tomorrow"}), None,
-        ["metadata.annotations[certctl.io/previous-ca-until]", '"tomorrow"']),
-    "rotate-request-unknown": (
-        lambda g: variant(g, annotations={"certctl.io/rotate": "everything"}), None,
-        ["metadata.annotations[certctl.io/rotate]", '"everything"']),
 }
 
 
@@ -134,8 +117,7 @@ def test_job_on_a_bad_secret(stage, generated, case):
     assert stage.snapshot() == before
 
 
-@pytest.mark.parametrize("case", ["opaque-with-certctl-label", "rotation-phase-unknown",
-                                  "rotate-request-unknown"])
+@pytest.mark.parametrize("case", ["opaque-with-certctl-label"])
 def test_run_on_a_bad_secret(stage, generated, case):
     _, _, named = SHAPES[case]
     before = put_shape(stage, generated, case)
@@ -150,6 +132,85 @@ def test_run_on_a_bad_secret(stage, generated, case):
     assert code == 0 and took < 5, (code, took)
     assert stage.writes(events=True) == []
     assert stage.snapshot() == before
+
+
+# --- rotation annotations certctl does not act on as they stand ------------------------------
+
+# id -> (Secret from the generated one, texts the warning and check's finding name). The pair
+# is valid: certctl ignores the value (README "Bad rotation state"), check reports it, and job
+# and run write the Secret back without it, keeping its certificates.
+ROTATION_SHAPES = {
+    "rotation-phase-unknown": (
+        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "finishing"}),
+        ["metadata.annotations[certctl.io/rotation-phase]", '"finishing"']),
+    "rotation-phase-wrong-case": (
+        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "Trusting"}),
+        ["metadata.annotations[certctl.io/rotation-phase]", '"Trusting"']),
+    "rotation-started-not-a-time": (
+        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "trusting",
+                                          "certctl.io/rotation-started": "yesterday"}),
+        ["metadata.annotations[certctl.io/rotation-started]", '"yesterday"']),
+    "previous-ca-until-not-a-time": (
+        lambda g: variant(g, annotations={"certctl.io/rotation-phase": "overlapping",
+                                          "certctl.io/rotation-started": "2026-01-01T00:00:00Z",
+                                          "certctl.io/previous-ca-until": "tomorrow"}),
+        ["metadata.annotations[certctl.io/previous-ca-until]", '"tomorrow"']),
+    "rotate-request-unknown": (
+        lambda g: variant(g, annotations={"certctl.io/rotate": "everything"}),
+        ["metadata.annotations[certctl.io/rotate]", '"everything"']),
+}
+
+
+def put_rotation_shape(stage, generated, case):
+    make, _ = ROTATION_SHAPES[case]
+    stage.reset(secret=make(generated), targets=[hook_target(ca_of(generated))])
+    stage.cluster.reset_request_log()
+    return stage.snapshot()
+
+
+def assert_repaired(stage, generated):
+    secret = stage.secret()
+    for key in ("ca.crt", "tls.crt", "tls.key"):
+        assert secret["data"][key] == generated["data"][key], key
+    left = [k for k in secret["metadata"].get("annotations") or {} if k.startswith("certctl.io/")]
+    assert left == [], secret["metadata"]
+
+
+@pytest.mark.parametrize("case", list(ROTATION_SHAPES))
+def test_check_reports_bad_rotation_state(stage, generated, case):
+    _, named = ROTATION_SHAPES[case]
+    before = put_rotation_shape(stage, generated, case)
+    result = stage.certctl("check", *TARGET)
+    assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
+    found = findings(result.stdout)
+    assert found and {(obj, code) for obj, code, _ in found} == {
+        (SECRET_OBJ, "rotation-state-invalid")}, result.stdout
+    for text in named:
+        assert text in result.stdout, f"{text!r} not named: {result.stdout}"
+    assert stage.writes() == []
+    assert stage.snapshot() == before
+
+
+@pytest.mark.parametrize("case", list(ROTATION_SHAPES))
+def test_job_repairs_bad_rotation_state(stage, generated, case):
+    _, named = ROTATION_SHAPES[case]
+    put_rotation_shape(stage, generated, case)
+    result = stage.certctl("job", *TARGET, "--wait-for-targets", "5s")
+    assert result.returncode == 0, (result.returncode, result.stderr)
+    for text in named:
+        assert text in result.stderr, f"{text!r} not named: {result.stderr}"
+    assert_repaired(stage, generated)
+
+
+@pytest.mark.parametrize("case", ["rotation-phase-unknown", "rotate-request-unknown"])
+def test_run_stays_ready_on_bad_rotation_state(stage, generated, case):
+    put_rotation_shape(stage, generated, case)
+    with stage.run_process(*TARGET) as run:
+        status, body = run.verdict()
+        assert status == 200, (status, body)
+        code, _ = run.stop()
+    assert code == 0
+    assert_repaired(stage, generated)
 
 
 # --- data that is not base64 ------------------------------------------------------------------

@@ -14,6 +14,11 @@ under leader election with the leader killed in the same place; a leaf-only rene
 rotation of harness/naive_rotation.py (CA, leaf and bundles replaced at once, the pod's files
 following a second later) run against the same probe fails, so the probe is known to see the
 problem it guards against.
+
+Tampered rotation state: the Secret edited under a running controller (a stray `trusting`
+phase, an unknown phase, the leaf appended or prepended to ca.crt, previous-ca-until in the
+year 9999 during an overlap) is met without a failed call, readiness kept, one warning per
+bad value, and the Secret ends as certctl keeps it.
 """
 
 import base64
@@ -41,6 +46,8 @@ TARGET_PATHS = [f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigu
 SECRET_PATH = f"/api/v1/namespaces/{NS}/secrets/{SECRET}"
 LEASE_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases/{SECRET}-certctl"
 PHASE = "certctl.io/rotation-phase"
+UNTIL = "certctl.io/previous-ca-until"
+FOREVER = "9999-12-31T23:59:59Z"
 BOUND = 20.0
 LEASE_DURATION = 15.0
 MIN_CALLS = 100  # a rotation probed fewer times than this proves little
@@ -165,6 +172,32 @@ def only(cluster, ca):
 def event_reasons(cluster):
     events = json.loads(cluster.kubectl("get", "events", "-n", NS, "-o", "json").stdout)
     return [e.get("reason") for e in events["items"]]
+
+
+def tamper(cluster, edit):
+    """Applies `edit` to the Secret as read and writes it back, as a hand edit would."""
+    obj = secret(cluster)
+    edit(obj)
+    resp = cluster.api("PUT", SECRET_PATH, body=obj)
+    assert resp.status == 200, resp.json()
+
+
+def annotated(key, value):
+    return lambda obj: obj["metadata"].setdefault("annotations", {}).update({key: value})
+
+
+def with_ca_crt(pem):
+    return lambda obj: obj["data"].update({"ca.crt": base64.b64encode(pem.encode()).decode()})
+
+
+def at_rest(cluster, ca, leaf):
+    """The Secret as certctl keeps it at rest: `ca` alone in ca.crt, the same leaf, none of
+    certctl's annotations."""
+    obj = secret(cluster)
+    notes = obj["metadata"].get("annotations") or {}
+    return (bundle_fingerprints(base64.b64decode(obj["data"]["ca.crt"]).decode()) == [ca]
+            and obj["data"]["tls.crt"] == leaf
+            and not any(key.startswith("certctl.io/") for key in notes))
 
 
 def assert_no_failed_call(probe):
@@ -330,3 +363,43 @@ def test_the_naive_rotation_fails_calls_so_the_probe_can_see_it(cluster, certctl
     assert all("CERTIFICATE_VERIFY_FAILED" in f[-1] for f in probe.failures), probe.report()
     print(f"naive rotation: {len(probe.failures)} failed calls of "
           f"{len(probe.failures) + probe.calls}")
+
+
+@pytest.mark.time_limit(90)
+def test_tampered_rotation_state_is_repaired_without_a_failed_call(cluster, certctl_binary,
+                                                                   pods):
+    pod = pods("a", "--ca-overlap", "1h").wait_ready()
+    ca, = secret_cas(cluster)
+    stored = secret(cluster)["data"]
+    leaf, leaf_pem = stored["tls.crt"], base64.b64decode(stored["tls.crt"]).decode()
+    ca_pem = base64.b64decode(stored["ca.crt"]).decode()
+    log_start = len(pod.log())
+    tampered = [("a stray trusting phase", annotated(PHASE, "trusting")),
+                ("an unknown phase", annotated(PHASE, "stage-7")),
+                ("the leaf appended to ca.crt", with_ca_crt(ca_pem + leaf_pem)),
+                ("the leaf prepended to ca.crt", with_ca_crt(leaf_pem + ca_pem))]
+    with probe_for(cluster, pod) as probe:
+        probe.wait_rounds(10)
+        for what, edit in tampered:
+            tamper(cluster, edit)
+            wait_for(lambda: at_rest(cluster, ca, leaf), f"certctl to repair {what}",
+                     watch=[pod.sidecar])
+            probe.wait_rounds(10)
+        # During an overlap, the previous CA kept for its whole life.
+        done = rotate(cluster, certctl_binary, "--ca", "--wait", "--timeout", "60s")
+        assert done.returncode == 0, done.stdout + done.stderr + pod.log()
+        until = secret(cluster)["metadata"]["annotations"][UNTIL]
+        tamper(cluster, annotated(UNTIL, FOREVER))
+        wait_for(lambda: secret(cluster)["metadata"]["annotations"].get(UNTIL) == until,
+                 "certctl to clamp previous-ca-until", watch=[pod.sidecar])
+        assert phase(cluster) == "overlapping" and len(secret_cas(cluster)) == 2
+        probe.wait_rounds(10)
+    assert_no_failed_call(probe)
+    log = pod.log()[log_start:]
+    assert "not ready" not in log, log
+    for annotation, value in ((PHASE, '"trusting"'), (PHASE, '"stage-7"'), (UNTIL, "clamped")):
+        warned = [line for line in log.splitlines()
+                  if " warning " in line and annotation in line and value in line]
+        assert len(warned) == 1, log
+    reasons = event_reasons(cluster)
+    assert "CAReplaced" not in reasons and reasons.count("Repaired") == 5, reasons

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
+#include "certctl/controller/rotation_check.h"
 #include "certctl/inject/called_names.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/validate.h"
@@ -55,9 +57,12 @@ struct CheckReport {
 };
 
 // Reads the Secret (one GET) and validates what it holds. An API failure other than "not
-// found" (unreachable, unauthorized, forbidden) is an error; absence is a finding.
+// found" (unreachable, unauthorized, forbidden) is an error; absence is a finding. A rotation
+// annotation of a managed Secret that certctl would ignore or clamp (judged with
+// `ca_overlap`) is a rotation-state-invalid finding.
 Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::string_view name,
-                                const pki::ValidationPolicy& policy, TimePoint now);
+                                const pki::ValidationPolicy& policy, TimePoint now,
+                                std::chrono::seconds ca_overlap = kDefaultCaOverlap);
 
 // Reads every selected target (GET and LIST only) and adds to `report` a status per caBundle,
 // a finding for each target that is missing or lacks the CA that issued the leaf of

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "certctl/controller/rotation.h"
+#include "certctl/controller/rotation_check.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/issue.h"
 #include "certctl/pki/names.h"
@@ -27,7 +28,7 @@ struct SecretSpec {
   bool adopt = false;  // take ownership of a Secret certctl did not create
   // How long the previous CA stays trusted after the leaf moved to a new one (step 3 of a
   // rotation comes then, or when the previous CA expires if that is sooner).
-  std::chrono::seconds ca_overlap{std::chrono::hours(24)};
+  std::chrono::seconds ca_overlap{kDefaultCaOverlap};
 };
 
 enum class SecretAction {
@@ -39,6 +40,9 @@ enum class SecretAction {
   kLeafMovedToNewCa,   // rotation step 2: the leaf re-issued from the new CA
   kPreviousCaRetired,  // rotation step 3: the previous CA left ca.crt
   kAdopted,            // valid external Secret labelled as managed; content unchanged
+  // What did not belong removed, nothing else changed: certificates of ca.crt that are not
+  // CAs, rotation annotations that do not match what the Secret holds (rotation_check.h).
+  kRepaired,
 };
 
 std::string_view SecretActionName(SecretAction action);
@@ -53,11 +57,17 @@ struct SecretOutcome {
   std::string reason;  // why it was (re)written, for the log; empty for kNone
   pki::ValidationReport validation;  // of the content now stored
   RotationState rotation;            // as now stored
+  // The rotation annotations found ignored or clamped (see JudgeRotationState); the write,
+  // if any, stored the state they were corrected to.
+  std::vector<RotationProblem> rotation_problems;
 };
 
 // Makes sure the Secret holds a valid pair for `spec`:
 //  - absent: a CA and leaf are created; if another writer created it first, what it stored is
 //    validated instead of overwritten;
+//  - managed: certificates of ca.crt that are not CAs are pruned, and the rotation
+//    annotations are judged (JudgeRotationState) before anything acts on them; what was
+//    pruned or corrected is written back (kRepaired when nothing else is written);
 //  - managed (or adopted): a bad leaf under a good CA is re-issued with ca.key (also when
 //    `certctl rotate` asked for it); a bad, expiring or keyless CA, or one `certctl rotate
 //    --ca` asked to replace, starts a rotation (step 1, see rotation.h) while the stored leaf

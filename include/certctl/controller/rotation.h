@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,9 +51,31 @@ struct RotationState {
   bool operator==(const RotationState&) const = default;
 };
 
-// The rotation annotations of `secret` (named `object` in errors). A value that is not a
-// string is kBadResponse; a value certctl never writes (an unknown phase, a time that does
-// not parse) is kInvalidArgument naming the annotation, so nothing acts on a guess.
+// One of certctl's annotations whose value certctl does not act on as it stands.
+struct RotationProblem {
+  std::string annotation;  // "certctl.io/rotation-phase"
+  std::string value;       // as stored
+  // What is wrong and what certctl does instead, without the Secret's name:
+  // "metadata.annotations[KEY] is \"VALUE\", expected ...; ignored".
+  std::string message;
+
+  bool operator==(const RotationProblem&) const = default;
+};
+
+// The rotation annotations as read, and those left out of `state` because certctl never
+// writes such a value (an unknown phase or request, a time that is not RFC 3339).
+struct RotationReading {
+  RotationState state;
+  std::vector<RotationProblem> problems;
+};
+
+// The rotation annotations of `secret` (named `object` in messages), each value certctl never
+// writes left out of the state and told in `problems`. A value that is not a string is
+// kBadResponse: the API server only stores strings, so the answer itself is broken.
+Result<RotationReading> ReadRotationAnnotations(const nlohmann::json& secret,
+                                                const std::string& object);
+
+// The same, strictly: a value certctl never writes is kInvalidArgument naming the annotation.
 Result<RotationState> ReadRotationState(const nlohmann::json& secret, const std::string& object);
 
 // `certctl rotate`: asks whoever reconciles the Secret next to rotate, by setting the request

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,18 +47,22 @@ struct StoredSecret {
   // The pair's findings and the validation's together: empty when the Secret holds a
   // valid pair that certctl may serve and inject.
   std::vector<Finding> findings;
-  RotationState rotation;
+  RotationState rotation;  // as judged (JudgeRotationState)
+  // Rotation annotations that do not match what the Secret holds: ignored or clamped in
+  // `rotation`, and no part of `findings` (readiness follows the pair, not the annotations).
+  std::vector<RotationProblem> rotation_problems;
 };
 
 // GETs the Secret and judges it against `policy` at `now` (while a CA rotation waits for
 // the targets, without renew_before: the rotation is already renewing). On a managed
-// Secret the rotation annotations must read (see ReadRotationState); on any other they are
-// ignored. nullopt when it does not exist;
+// Secret the rotation annotations are read and judged against its content with `ca_overlap`
+// (see JudgeRotationState); on any other they are ignored. nullopt when it does not exist;
 // an error when it could not be read (wrapped with "get secret/ns/name") or the answer is
 // unusable (see ReadSecretPair).
 Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::string_view ns,
                                                      std::string_view name,
                                                      const pki::ValidationPolicy& policy,
+                                                     std::chrono::seconds ca_overlap,
                                                      TimePoint now);
 
 }  // namespace certctl::controller

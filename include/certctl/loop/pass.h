@@ -44,6 +44,8 @@ struct PassReport {
   // The Secret's writes, in order: a CA rotation can take steps 1 and 2 in one pass.
   std::vector<SecretChange> secret_changes;
   controller::RotationPhase rotation = controller::RotationPhase::kNone;  // as now stored
+  // Rotation annotations found ignored or clamped (the leader wrote them back corrected).
+  std::vector<controller::RotationProblem> rotation_problems;
   std::optional<TimePoint> next_step_at;  // when the rotation's next step falls due
   bool folder_written = false;            // the folder got a new set
   std::vector<std::string> patched;       // targets whose caBundle was repaired

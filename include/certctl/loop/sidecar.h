@@ -125,7 +125,8 @@ class Sidecar {
   void ElectionAttempt();
   // One pass and what follows from it; true when the folder got a new set.
   bool RunPass(const std::set<std::string>& reasons);
-  // Logs and counts what a pass wrote.
+  // Logs and counts what a pass wrote, and warns of rotation annotations it ignored or
+  // clamped: once per distinct value, not once per pass (a follower meets it every pass).
   void TellWrites(const PassReport& report);
   // An Event for every write the pass made, so `kubectl describe` tells what certctl did.
   void RecordWrites(const PassReport& report);
@@ -176,6 +177,7 @@ class Sidecar {
   ReadinessCheck certificate_{"certificate", false, "starting"};
   ReadinessCheck callable_{"callable", false, "waiting for the targets to be read"};
   std::set<std::string> warned_calls_;       // call findings told in a Warning Event (loop thread)
+  std::set<std::string> warned_rotation_;    // "annotation=value" warned of (loop thread)
   std::optional<ReadinessCheck> serving_;    // with SidecarConfig::serving
   bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake

@@ -31,6 +31,9 @@ enum class FindingCode {
   kServiceMissing,        // the Service a target calls does not exist
   kServicePortMissing,    // the Service lacks the port the target calls
   kNoReadyEndpoints,      // the Service has no ready endpoint for that port
+  // A rotation annotation certctl does not act on as it stands (an unknown value, a phase the
+  // Secret's content does not match, a time beyond the overlap): ignored or clamped.
+  kRotationStateInvalid,
 };
 
 std::string_view FindingCodeName(FindingCode code);

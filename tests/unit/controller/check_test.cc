@@ -174,6 +174,23 @@ TEST(CheckSecret, HealthySecretHasNoFindings) {
   EXPECT_EQ(cluster.client.WriteCount(), 0);
 }
 
+TEST(CheckSecret, RotationAnnotationsCertctlWouldIgnoreAreARotationStateInvalidFinding) {
+  for (const char* phase : {"trusting", "stage-7"}) {
+    SCOPED_TRACE(phase);
+    Cluster cluster;
+    Json secret = TlsSecret({&cluster.ca}, cluster.ca, cluster.leaf);
+    secret["metadata"]["annotations"][kRotationPhaseAnnotation] = phase;
+    cluster.client.Put(kSecrets, secret);
+    auto report = CheckSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
+    ASSERT_TRUE(report.has_value()) << report.error().message();
+    EXPECT_THAT(report->AllFindings(),
+                ElementsAre(AllOf(IsFinding(FindingCode::kRotationStateInvalid, kSecretObject),
+                                  Field(&Finding::message, HasSubstr(kRotationPhaseAnnotation)))));
+    EXPECT_FALSE(report->ok());
+    EXPECT_EQ(cluster.client.WriteCount(), 0);
+  }
+}
+
 TEST(CheckSecret, MissingSecretIsAMissingFinding) {
   FakeClient client;
   auto report = CheckSecret(client, kNs, kSecretName, Policy(), kClock.Now());
@@ -211,17 +228,17 @@ TEST(CheckSecret, ReportsWrongTypeAndValidationFindingsTogether) {
                                            std::string(kSecretObject) + "[tls.crt]")));
 }
 
-TEST(CheckSecret, AnUnknownRotationPhaseOnAManagedSecretIsAnErrorNamingTheAnnotation) {
+TEST(CheckSecret, AnUnknownRotationPhaseOnAManagedSecretIsAFindingNamingTheAnnotation) {
   Cluster cluster;
   Json secret = TlsSecret({&cluster.ca}, cluster.ca, cluster.leaf);
   secret["metadata"]["annotations"] = {{kRotationPhaseAnnotation, "halfway"}};
   cluster.client.Put(kSecrets, secret);
   auto report = CheckSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
-  ASSERT_FALSE(report.has_value());
-  EXPECT_EQ(report.error().code(), ErrorCode::kInvalidArgument);
-  EXPECT_THAT(
-      report.error().message(),
-      AllOf(HasSubstr(kSecretObject), HasSubstr(kRotationPhaseAnnotation), HasSubstr("halfway")));
+  ASSERT_TRUE(report.has_value()) << report.error().message();
+  EXPECT_THAT(report->AllFindings(),
+              ElementsAre(AllOf(IsFinding(FindingCode::kRotationStateInvalid, kSecretObject),
+                                Field(&Finding::message, AllOf(HasSubstr(kRotationPhaseAnnotation),
+                                                               HasSubstr("halfway"))))));
 }
 
 TEST(CheckSecret, RotationAnnotationsOnAnUnmanagedSecretAreNotCertctls) {
@@ -234,7 +251,8 @@ TEST(CheckSecret, RotationAnnotationsOnAnUnmanagedSecretAreNotCertctls) {
   auto report = CheckSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
   ASSERT_TRUE(report.has_value()) << report.error().message();
   EXPECT_TRUE(report->ok());
-  auto stored = ReadStoredSecret(cluster.client, kNs, kSecretName, Policy(), kClock.Now());
+  auto stored =
+      ReadStoredSecret(cluster.client, kNs, kSecretName, Policy(), kDefaultCaOverlap, kClock.Now());
   ASSERT_TRUE(stored.has_value()) << stored.error().message();
   ASSERT_TRUE(stored->has_value());
   EXPECT_EQ((*stored)->rotation.phase, RotationPhase::kNone);

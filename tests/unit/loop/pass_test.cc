@@ -151,6 +151,40 @@ TEST(ReconcilePass, AFollowerOnlyReadsAndWaitsForTheLeader) {
             certdir::ReadServingFiles(leader_dir.path()).value());
 }
 
+// What the annotations say about a rotation is no part of readiness: a value certctl does not
+// act on is told, and the leader writes it back corrected.
+TEST(ReconcilePass, AnUnknownRotationPhaseIsToldNotAReasonToBeUnready) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir leader_dir;
+  TempDir follower_dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(leader_dir.path()), Role::kLeader, clock));
+  Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  secret["metadata"]["annotations"][controller::kRotationPhaseAnnotation] = "stage-7";
+  api.Put(kube::kSecrets, secret);
+
+  const auto follower = Reconcile(api, Config(follower_dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(follower) << follower.error().message();
+  EXPECT_TRUE(follower->ready) << follower->not_ready;
+  ASSERT_EQ(follower->rotation_problems.size(), 1u);
+  EXPECT_EQ(follower->rotation_problems[0].value, "stage-7");
+
+  const auto leader = Reconcile(api, Config(leader_dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(leader) << leader.error().message();
+  EXPECT_TRUE(leader->ready) << leader->not_ready;
+  ASSERT_EQ(leader->secret_changes.size(), 1u);
+  EXPECT_EQ(leader->secret_changes[0].action, controller::SecretAction::kRepaired);
+  EXPECT_EQ(leader->rotation_problems.size(), 1u);
+  EXPECT_FALSE(leader->folder_written);
+
+  api.ClearRequests();
+  const auto quiet = Reconcile(api, Config(leader_dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(quiet);
+  EXPECT_TRUE(quiet->rotation_problems.empty());
+  EXPECT_EQ(api.WriteCount(), 0);
+}
+
 TEST(ReconcilePass, AFollowerIsNotReadyWhileATargetLacksTheBundle) {
   FakeClient api;
   FakeClock clock;

@@ -123,6 +123,40 @@ TEST(Sidecar, AFollowerWritesNothingAndSaysWhoItWaitsFor) {
   EXPECT_EQ(running.metrics().leader.Value({}), 0);
 }
 
+TEST(Sidecar, AFollowerWarnsOfABadRotationAnnotationOnceNotEveryPass) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  SystemClock clock;
+  ASSERT_TRUE(loop::Reconcile(api, Config(dir).pass, Role::kLeader, clock));
+  Json secret = api.Object(kube::kSecrets, kNs, fixtures::kSecret).value();
+  secret["metadata"]["annotations"][controller::kRotationPhaseAnnotation] = "stage-7";
+  api.Put(kube::kSecrets, secret);
+  // Another replica holds the lease: this one only reads, so the value stays.
+  leader::Elector other(api, clock, {kNs, "webhook-server-cert-certctl", "other"});
+  ASSERT_TRUE(other.TryAcquireOrRenew().value());
+  SidecarConfig config = Config(dir);
+  config.election = leader::ElectionConfig{kNs, "webhook-server-cert-certctl", "me"};
+  std::mutex mutex;
+  int warnings = 0;
+  Running running(api, config, [&](LogLevel level, const std::string& message) {
+    if (level == LogLevel::kWarning &&
+        message.find(controller::kRotationPhaseAnnotation) != std::string::npos) {
+      const std::lock_guard lock(mutex);
+      ++warnings;
+    }
+  });
+  ASSERT_TRUE(Eventually([&] { return !running.sidecar().NotReady(); }))
+      << *running.sidecar().NotReady();
+  for (int pass = 0; pass < 3; ++pass) {
+    running.sidecar().Reconcile("test");
+  }
+  ASSERT_TRUE(Eventually([&] { return running.metrics().reconciles.Value({"ready"}) >= 3; }));
+  running.StopAndJoin();
+  EXPECT_EQ(warnings, 1);
+  EXPECT_EQ(api.CountOf(Verb::kUpdate, kube::kSecrets), 0);
+}
+
 // A new set replaces the folder's old one at once; the old set's files stay a moment for
 // readers that were opening them, then go.
 TEST(Sidecar, TheReplacedSetOfTheFolderIsRemovedShortlyAfterTheSwap) {
