@@ -18,7 +18,12 @@ shift || true
 if (($# > 0)); then
   targets=("$@")
 else
-  targets=(pem kubeconfig watch_decoder duration bundle_patch label_selector)
+  # Every target has a committed corpus folder: the list cannot forget one.
+  targets=()
+  for corpus in fuzz/corpus/*/; do
+    corpus=${corpus%/}
+    targets+=("${corpus##*/}")
+  done
 fi
 
 build=build/fuzz
