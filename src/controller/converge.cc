@@ -84,6 +84,9 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (!trusting || targets.empty() || !injected->missing.empty()) {
     return outcome;
   }
+  // Step 2 once two looks kBundlePropagation apart found nothing to write: the second look
+  // shows the targets kept the bundle while the API servers' caches caught up.
+  bool settled = false;
   for (int look = 0;; ++look) {
     auto confirmed = inject();
     if (!confirmed) {
@@ -93,8 +96,14 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
       return outcome;  // a target was deleted meanwhile: the inject phase judges again
     }
     if (confirmed->patched_objects == 0) {
-      break;
+      if (settled) {
+        break;
+      }
+      clock.Sleep(kBundlePropagation);
+      settled = true;
+      continue;
     }
+    settled = false;
     if (look + 1 == kMaxConfirmations) {
       return Fail(ErrorCode::kConflict,
                   "the targets kept losing the new CA bundle while a CA rotation waited for "

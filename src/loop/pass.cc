@@ -5,6 +5,7 @@
 #include "certctl/certdir/cert_dir.h"
 #include "certctl/controller/callable.h"
 #include "certctl/controller/inject.h"
+#include "certctl/controller/rotation.h"
 #include "certctl/controller/secret.h"
 #include "certctl/pki/validate.h"
 #include "certctl/util/finding.h"
@@ -133,6 +134,18 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
       report.not_ready = "waiting for the targets to keep the new CA bundle";
       return report;
     }
+    const TimePoint held_since =
+        config.bundle_held_since
+            ? config.bundle_held_since(secret->ca_bundle, (*injected)->patched_objects > 0)
+            : clock.Now();
+    if (const TimePoint due = held_since + controller::kBundlePropagation; clock.Now() < due) {
+      // Every target trusts both CAs and the leaf is still the previous CA's: all is served
+      // as it should be while the API servers' caches catch up.
+      report.next_step_at = due;
+      report.target_bundles = {secret->ca_bundle};
+      report.ready = true;
+      return report;
+    }
     auto moved = controller::MoveLeafToNewCa(client, config.secret, secret->ca_bundle, clock);
     if (!moved) {
       return FailedAfterWrites(std::move(report), moved.error());
@@ -211,6 +224,14 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
 }
 
 }  // namespace
+
+TimePoint BundleHold::Since(const std::string& bundle, bool written, TimePoint now) {
+  if (written || bundle != bundle_) {
+    bundle_ = bundle;
+    since_ = now;
+  }
+  return since_;
+}
 
 Result<PassReport> Reconcile(kube::Client& client, const PassConfig& config, Role role,
                              const Clock& clock) {

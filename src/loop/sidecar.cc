@@ -191,6 +191,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   pass.hold_back = [this](const std::string& object) {
     return damper_.HeldUntil(object, clock_.Monotonic()).has_value();
   };
+  pass.bundle_held_since = [this](const std::string& bundle, bool written) {
+    return bundle_hold_.Since(bundle, written, clock_.Now());
+  };
   auto report = loop::Reconcile(client_, pass, role, clock_);
   const double took = std::chrono::duration<double>(clock_.Monotonic() - started).count();
   if (report && report->failure) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,9 +20,16 @@ namespace certctl::controller {
 //  1. a new CA is generated; ca.crt = new CA + previous CA, ca.key = the new CA's key, the
 //     leaf stays the one issued by the previous CA (phase "trusting"); the bundle is then
 //     injected into every target until each reads back with it;
-//  2. only then the leaf is re-issued from the new CA (phase "overlapping");
+//  2. only then, and kBundlePropagation later, the leaf is re-issued from the new CA (phase
+//     "overlapping");
 //  3. the previous CA leaves ca.crt (and the targets) once it has expired or the overlap
 //     (--ca-overlap) has passed, whichever comes first (no phase: done).
+// How long step 2 waits after every target read back the two-CA bundle. The API servers
+// call webhooks with the bundle from their own watch caches, which trail the write (and an
+// HA control plane has one cache per API server): a leaf moved at the read-back would meet
+// a cache that still holds the previous bundle alone.
+inline constexpr std::chrono::seconds kBundlePropagation{3};
+
 inline constexpr char kRotationPhaseAnnotation[] = "certctl.io/rotation-phase";
 inline constexpr char kRotationStartedAnnotation[] = "certctl.io/rotation-started";
 inline constexpr char kPreviousCaUntilAnnotation[] = "certctl.io/previous-ca-until";

@@ -22,6 +22,20 @@ struct PassConfig {
   std::filesystem::path cert_dir;  // empty: no folder to keep
   // Targets ("kind/name") whose repair waits: another writer keeps undoing it.
   std::function<bool(const std::string& object)> hold_back;
+  // Since when every target holds `bundle` (`written`: this pass had to write some first),
+  // remembered across the leader's passes: a CA rotation's step 2 waits
+  // controller::kBundlePropagation from then. Empty: since now, every time (step 2 waits on).
+  std::function<TimePoint(const std::string& bundle, bool written)> bundle_held_since;
+};
+
+// The memory behind PassConfig::bundle_held_since.
+class BundleHold {
+ public:
+  TimePoint Since(const std::string& bundle, bool written, TimePoint now);
+
+ private:
+  std::string bundle_;
+  TimePoint since_{};
 };
 
 // Whether this replica may write to the cluster: the leader (or the only replica) does;

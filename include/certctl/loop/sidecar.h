@@ -183,6 +183,7 @@ class Sidecar {
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
   std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
   std::optional<TimePoint> next_step_at_;    // a CA rotation's next step (loop thread only)
+  BundleHold bundle_hold_;                   // for the wait before step 2 (loop thread only)
   std::set<std::string> told_foreign_sets_;  // lookalike set folders warned of (loop thread)
   bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
   // Watches currently failing: while any is, the loop polls, since no event would tell it

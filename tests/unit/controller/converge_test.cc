@@ -89,13 +89,42 @@ TEST(Converge, ARequestedCaRotationIsCarriedThroughStepTwoOnceTheTargetsReadItBa
   Recorder rotation;
   auto outcome = Converge(api, Spec(), Targets(), rotation.Options(), clock);
   ASSERT_TRUE(outcome) << outcome.error().message();
-  // Step 1, the bundle written, a second look that writes nothing, then step 2.
-  EXPECT_THAT(rotation.steps,
-              ElementsAre("ca-rotation-started", "inject 1", "inject 0", "leaf-moved-to-new-ca"));
+  // Step 1, the bundle written, a second look that writes nothing, a third one after the API
+  // servers' caches had time to see the bundle, then step 2.
+  EXPECT_THAT(rotation.steps, ElementsAre("ca-rotation-started", "inject 1", "inject 0", "inject 0",
+                                          "leaf-moved-to-new-ca"));
+  EXPECT_THAT(clock.sleeps(), ElementsAre(std::chrono::milliseconds(kBundlePropagation)));
   EXPECT_EQ(outcome->rotation.phase, RotationPhase::kOverlapping);
   EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
   EXPECT_EQ(pki::ParseCertificateBundle(Data(api, "ca.crt"))->size(), 2u);
   EXPECT_TRUE(Data(api, "ca.crt").ends_with(old_ca));
+}
+
+TEST(Converge, ABundleWipedDuringThePropagationWaitIsWrittenAndWaitedForAgain) {
+  FakeClient api;
+  FakeClock clock;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  ASSERT_TRUE(Converge(api, Spec(), Targets(), Recorder().Options(), clock));
+  Json secret = api.Object(kube::kSecrets, kNs, kName).value();
+  secret["metadata"]["annotations"][kRotateAnnotation] = "ca";
+  api.Put(kube::kSecrets, secret);
+
+  Recorder rotation;
+  ConvergeOptions options = rotation.Options();
+  bool wiped = false;
+  options.on_inject = [&](const InjectOutcome& outcome) {
+    rotation.steps.push_back("inject " + std::to_string(outcome.patched_objects));
+    if (outcome.patched_objects == 0 && !wiped) {
+      api.Put(kube::kValidatingWebhookConfigurations, Vwc());  // a GitOps sync, mid-wait
+      wiped = true;
+    }
+  };
+  auto outcome = Converge(api, Spec(), Targets(), options, clock);
+  ASSERT_TRUE(outcome) << outcome.error().message();
+  EXPECT_THAT(rotation.steps, ElementsAre("ca-rotation-started", "inject 1", "inject 0", "inject 1",
+                                          "inject 0", "inject 0", "leaf-moved-to-new-ca"));
+  EXPECT_EQ(clock.sleeps().size(), 2u);
+  EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
 }
 
 TEST(Converge, WithoutTargetsARotationStopsAfterStepOne) {
@@ -155,7 +184,8 @@ TEST(Converge, TheSecretPhaseDoesNotWaitForATargetTheUpgradeCreatesAndLeavesTheL
   options.ensure_secret = false;
   outcome = Converge(api, Spec(), upgraded, options, clock);
   ASSERT_TRUE(outcome) << outcome.error().message();
-  EXPECT_THAT(inject_phase.steps, ElementsAre("inject 1", "inject 0", "leaf-moved-to-new-ca"));
+  EXPECT_THAT(inject_phase.steps,
+              ElementsAre("inject 1", "inject 0", "inject 0", "leaf-moved-to-new-ca"));
   EXPECT_EQ(outcome->rotation.phase, RotationPhase::kOverlapping);
   EXPECT_NE(Data(api, "tls.crt"), leaf);
 }
@@ -177,7 +207,7 @@ TEST(Converge, AnAdoptedSecretWithoutCaKeyStartsItsRotationInTheSameRun) {
   auto outcome = Converge(api, spec, Targets(), adopting.Options(), clock);
   ASSERT_TRUE(outcome) << outcome.error().message();
   EXPECT_THAT(adopting.steps, ElementsAre("adopted", "ca-rotation-started", "inject 1", "inject 0",
-                                          "leaf-moved-to-new-ca"));
+                                          "inject 0", "leaf-moved-to-new-ca"));
 }
 
 TEST(Converge, TheInjectPhaseRefusesASecretThatIsNotValid) {

@@ -219,26 +219,49 @@ void RequestCaRotation(FakeClient& api) {
   api.Put(kube::kSecrets, secret);
 }
 
-TEST(ReconcilePass, ARequestedCaRotationTakesItsFirstTwoStepsInOnePass) {
+TEST(ReconcilePass, ARequestedCaRotationMovesTheLeafOnceTheBundleHadTimeToPropagate) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
+  PassConfig config = Config(dir.path());
+  BundleHold hold;
+  config.bundle_held_since = [&](const std::string& bundle, bool written) {
+    return hold.Since(bundle, written, clock.Now());
+  };
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
-  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
   const std::string old_ca = Data(api, "ca.crt");
+  const std::string old_leaf = Data(api, "tls.crt");
   RequestCaRotation(api);
   api.ClearRequests();
 
-  const auto report = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  // Step 1 and the bundle: ready (both CAs trusted, the previous CA's leaf served), and due
+  // again once the API servers' caches had time to see the bundle.
+  const auto trusting = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(trusting) << trusting.error().message();
+  EXPECT_TRUE(trusting->ready) << trusting->not_ready;
+  ASSERT_EQ(trusting->secret_changes.size(), 1u);
+  EXPECT_EQ(trusting->secret_changes[0].action, controller::SecretAction::kCaRotationStarted);
+  EXPECT_EQ(trusting->rotation, controller::RotationPhase::kTrusting);
+  EXPECT_EQ(trusting->next_step_at, clock.Now() + controller::kBundlePropagation);
+  EXPECT_EQ(Data(api, "tls.crt"), old_leaf);
+
+  // A pass before then changes nothing; one at that time takes step 2.
+  clock.Advance(controller::kBundlePropagation - 1s);
+  const auto early = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(early) << early.error().message();
+  EXPECT_TRUE(early->secret_changes.empty());
+  EXPECT_EQ(early->next_step_at, trusting->next_step_at);
+  clock.Advance(1s);
+  const auto report = Reconcile(api, config, Role::kLeader, clock);
   ASSERT_TRUE(report) << report.error().message();
   EXPECT_TRUE(report->ready) << report->not_ready;
-  ASSERT_EQ(report->secret_changes.size(), 2u);
-  EXPECT_EQ(report->secret_changes[0].action, controller::SecretAction::kCaRotationStarted);
-  EXPECT_EQ(report->secret_changes[1].action, controller::SecretAction::kLeafMovedToNewCa);
+  ASSERT_EQ(report->secret_changes.size(), 1u);
+  EXPECT_EQ(report->secret_changes[0].action, controller::SecretAction::kLeafMovedToNewCa);
   EXPECT_EQ(report->rotation, controller::RotationPhase::kOverlapping);
   EXPECT_EQ(report->next_step_at, clock.Now() + 24h);  // the default overlap
 
-  // The order on the wire: the Secret (step 1), the bundle, a read-back of the target, then
+  // The order on the wire: the Secret (step 1), the bundle, read-backs of the target, then
   // the leaf (step 2).
   std::vector<std::string> writes;
   for (const auto& request : api.Requests()) {
@@ -259,7 +282,7 @@ TEST(ReconcilePass, ARequestedCaRotationTakesItsFirstTwoStepsInOnePass) {
 
   // Step 3 once the overlap is over: the bundle is the new CA alone, everywhere.
   clock.Advance(24h);
-  const auto retired = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  const auto retired = Reconcile(api, config, Role::kLeader, clock);
   ASSERT_TRUE(retired) << retired.error().message();
   ASSERT_EQ(retired->secret_changes.size(), 1u);
   EXPECT_EQ(retired->secret_changes[0].action, controller::SecretAction::kPreviousCaRetired);
@@ -267,6 +290,52 @@ TEST(ReconcilePass, ARequestedCaRotationTakesItsFirstTwoStepsInOnePass) {
   EXPECT_FALSE(retired->next_step_at);
   EXPECT_THAT(Data(api, "ca.crt"), ::testing::Not(HasSubstr(old_ca.substr(30, 40))));
   EXPECT_EQ(Bundle(api), Data(api, "ca.crt"));
+}
+
+TEST(ReconcilePass, ABundleRewrittenDuringThePropagationWaitStartsTheWaitOver) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  PassConfig config = Config(dir.path());
+  BundleHold hold;
+  config.bundle_held_since = [&](const std::string& bundle, bool written) {
+    return hold.Since(bundle, written, clock.Now());
+  };
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
+  RequestCaRotation(api);
+  ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
+
+  clock.Advance(controller::kBundlePropagation - 1s);
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));  // re-applied without caBundle
+  const auto rewritten = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(rewritten) << rewritten.error().message();
+  EXPECT_TRUE(rewritten->secret_changes.empty());
+  EXPECT_EQ(rewritten->next_step_at, clock.Now() + controller::kBundlePropagation);
+
+  clock.Advance(controller::kBundlePropagation);
+  const auto moved = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(moved) << moved.error().message();
+  ASSERT_EQ(moved->secret_changes.size(), 1u);
+  EXPECT_EQ(moved->secret_changes[0].action, controller::SecretAction::kLeafMovedToNewCa);
+}
+
+TEST(ReconcilePass, WithoutMemoryAcrossPassesTheLeafStaysWithThePreviousCa) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  const std::string old_leaf = Data(api, "tls.crt");
+  RequestCaRotation(api);
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto report = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+    ASSERT_TRUE(report) << report.error().message();
+    EXPECT_TRUE(report->ready) << report->not_ready;
+    EXPECT_EQ(report->rotation, controller::RotationPhase::kTrusting);
+    clock.Advance(controller::kBundlePropagation);
+  }
+  EXPECT_EQ(Data(api, "tls.crt"), old_leaf);
 }
 
 TEST(ReconcilePass, AFollowerStaysReadyWhileARotationWaitsForTheTargets) {
