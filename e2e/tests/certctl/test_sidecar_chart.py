@@ -33,6 +33,7 @@ import yaml
 from harness.certctl import api_service, crd, webhook_configuration
 from harness.helm import find_helm, helm_env
 from harness.kubelet import free_ports, pod_container, rewrite_flags
+from harness.sidecar import WEBHOOK_SERVER
 from harness.rbac import CHART, emulator_rules, policy_rules
 
 NS = "infra"
@@ -208,7 +209,10 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
         "--ca-validity": ["10y"], "--cert-validity": ["10y"], "--renew-before": ["30d"],
         "--ca-overlap": ["24h"], "--validating-webhook": ["hook"], "--cert-dir": ["/tls"], "--health-addr": [":8081"],
         "--metrics-addr": [":8080"], "--resync": ["1h"], "--log-level": ["info"],
-        "--log-format": ["json"]}
+        "--log-format": ["json"],
+        # The serving check, on by default: the chart knows the webhook's port.
+        "--serving-addr": ["127.0.0.1:9443"]}
+    assert port_number(webhook, "https") == 9443
     assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} \
         in certctl["env"]
     assert {"name": "POD_NAMESPACE",
@@ -220,7 +224,9 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
     # in the folder, every caBundle right.
     # A target entry calling a name the certificate lacks holds the start back, but does not
     # take a running webhook out of its Service (readinessProbe without `callable`).
-    for probe, path in (("startupProbe", "/readyz"),
+    # The startupProbe leaves the serving check out: the webhook container it holds back is
+    # what the check shakes hands with.
+    for probe, path in (("startupProbe", "/readyz?exclude=serving"),
                         ("readinessProbe", "/readyz?exclude=callable"),
                         ("livenessProbe", "/healthz")):
         assert certctl[probe]["httpGet"] == {"path": path, "port": "health"}, probe
@@ -441,7 +447,18 @@ def test_no_rbac_and_an_existing_service_account(helm):
     ({"serviceAccount": {"create": False}},
      "serviceAccount.name is required when serviceAccount.create is false (an existing "
      "ServiceAccount for the webhook's pods)"),
-], ids=["no-image", "same-ports", "webhook-port", "resync-zero", "resync-101y", "sa"])
+    ({"sidecar": {"servingAddr": "127.0.0.1:9444"}},
+     'sidecar.servingAddr "127.0.0.1:9444" is not the webhook\'s port sidecar.webhook.port '
+     "9443"),
+    ({"sidecar": {"webhook": {"port": 8443}, "servingAddr": "[::1]:9443"}},
+     'sidecar.servingAddr "[::1]:9443" is not the webhook\'s port sidecar.webhook.port 8443'),
+    ({"sidecar": {"webhook": {"securityContext": {"runAsUser": 1000}}}},
+     "the webhook container runs as user 1000 and certctl as user 65532; tls.key (mode "
+     "0600) belongs to certctl's user, so the webhook could not read it"),
+    ({"sidecar": {"securityContext": {"runAsUser": 0}}},
+     "the webhook container runs as user 65532 and certctl as user 0"),
+], ids=["no-image", "same-ports", "webhook-port", "resync-zero", "resync-101y", "sa",
+        "serving-port", "serving-port-v6", "webhook-user", "certctl-user"])
 def test_values_certctl_would_refuse_fail_lint_and_template(helm, override, message):
     values = merged(MINIMAL, **override)
     lint = helm.run("lint", CHART, values=values)
@@ -450,6 +467,49 @@ def test_values_certctl_would_refuse_fail_lint_and_template(helm, override, mess
     template = helm.run("template", "hook", CHART, values=values)
     assert template.returncode != 0, template.stdout
     assert f"certctl: {message}" in template.stderr
+
+
+def test_the_serving_check_follows_the_webhook_port_and_can_be_turned_off(helm):
+    def serving(values):
+        _, objects = helm.template(values)
+        flags = parse_run_args(sidecar(objects)["args"])[0]
+        return flags.get("--serving-addr"), sidecar(objects)["startupProbe"]["httpGet"]["path"]
+
+    assert serving(merged(MINIMAL, sidecar={"webhook": {"image": IMAGE, "port": 8443}})) == \
+        (["127.0.0.1:8443"], "/readyz?exclude=serving")
+    assert serving(merged(MINIMAL, sidecar={"servingAddr": "localhost:9443"})) == \
+        (["localhost:9443"], "/readyz?exclude=serving")
+    assert serving(merged(MINIMAL, sidecar={"servingAddr": ""})) == (None, "/readyz")
+
+
+def test_one_user_for_both_containers_is_accepted_wherever_it_is_set(helm):
+    values = merged(MINIMAL, sidecar={"podSecurityContext": {"runAsUser": 1000},
+                                      "securityContext": {"runAsUser": 1000},
+                                      "webhook": {"image": IMAGE,
+                                                  "securityContext": {"runAsUser": 1000}}})
+    proc = helm.run("template", "hook", CHART, values=values)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_webhooks_objects_are_labelled_as_the_webhook_and_certctls_as_certctl(helm):
+    _, objects = helm.template(MINIMAL)
+    webhook_objects = [one(objects, "Deployment"), one(objects, "Service")]
+    for obj in webhook_objects:
+        labels = obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "hook", labels
+        assert labels["app.kubernetes.io/component"] == "webhook"
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+    deployment = one(objects, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "hook", "app.kubernetes.io/instance": RELEASE,
+                        "app.kubernetes.io/component": "webhook"}
+    assert one(objects, "Service")["spec"]["selector"] == selector
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    # A selector for certctl finds certctl's own objects, never the webhook's.
+    for obj in objects:
+        if obj not in webhook_objects:
+            assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "certctl", obj
 
 
 @pytest.mark.parametrize("override, field", [
@@ -528,9 +588,11 @@ spec:
       volumes:
         {{- include "certctl.sidecarVolumes" .Subcharts.certctl | nindent 8 }}
 ''')
+    # The chart does not know where another chart's webhook listens: servingAddr is set.
     certctl_values = {"webhook": {"service": "hook"},
                       "targets": {"validatingWebhooks": ["hook"]},
-                      "sidecar": {"createDeployment": False, "replicas": 2}}
+                      "sidecar": {"createDeployment": False, "replicas": 2,
+                                  "servingAddr": "127.0.0.1:9443"}}
     lint = helm.run("lint", "--strict", str(parent), values={"certctl": certctl_values})
     assert lint.returncode == 0, lint.stdout + lint.stderr
     _, objects = helm.template({"certctl": certctl_values}, chart=str(parent))
@@ -601,8 +663,12 @@ CHART_TARGETS = {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
 def test_sidecar_container_runs_with_exactly_the_chart_rbac(cluster, helm, certctl_binary,
                                                             tmp_path, leader_election):
     create_targets(cluster)
+    # The webhook container is the example webhook server (harness/webhook_server.py).
     values = merged(MINIMAL, targets=CHART_TARGETS,
-                    sidecar={"leaderElection": leader_election})
+                    sidecar={"leaderElection": leader_election,
+                             "webhook": {"image": IMAGE,
+                                         "args": ["--cert-dir", "/tls",
+                                                  "--listen", "0.0.0.0:9443"]}})
     stream, objects = helm.template(values)
     cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=stream)
     cluster.kubectl("apply", "-f", "-", input=stream)
@@ -612,16 +678,20 @@ def test_sidecar_container_runs_with_exactly_the_chart_rbac(cluster, helm, certc
     assert pod == pod_spec(objects)  # the emulator stored what the chart rendered
     certctl = sidecar(objects)
 
-    health, metrics = free_ports(2)
+    health, metrics, https = free_ports(3)
     cert_dir = tmp_path / "tls"
     local = {"--cert-dir": str(cert_dir), "--health-addr": f"127.0.0.1:{health}",
-             "--metrics-addr": f"127.0.0.1:{metrics}"}
+             "--metrics-addr": f"127.0.0.1:{metrics}", "--serving-addr": f"127.0.0.1:{https}"}
     cluster.reset_request_log()
     process = pod_container(cluster, pod, "certctl", NS, {"certctl": certctl_binary},
                             str(tmp_path / "pod"), pod_name="hook-7d9f8-abcde",
                             args=lambda args: rewrite_flags(args, local))
+    webhook = pod_container(cluster, pod, "webhook", NS, {"hook": WEBHOOK_SERVER},
+                            str(tmp_path / "webhook"), pod_name="hook-7d9f8-abcde",
+                            args=lambda args: rewrite_flags(args, {
+                                "--cert-dir": str(cert_dir), "--listen": f"127.0.0.1:{https}"}))
     assert process.user == USER
-    # Only the three local rewrites differ from the container's own args.
+    # Only the local rewrites differ from the container's own args.
     assert process.argv[1:] == rewrite_flags(certctl["args"], local)
     assert ("--leader-elect" in process.argv) == leader_election
     # The token carries what the chart's Roles and ClusterRole grant, no more: the rules
@@ -631,17 +701,25 @@ def test_sidecar_container_runs_with_exactly_the_chart_rbac(cluster, helm, certc
     assert sorted(json.dumps(rule, sort_keys=True) for rule in process.rules) == \
         sorted(json.dumps(rule, sort_keys=True) for rule in expected)
 
+    readiness = certctl["readinessProbe"]["httpGet"]["path"]
     with process:
-        # The probes, on the ports the container names.
+        # The probes, on the ports the container names. The startupProbe passes without the
+        # webhook (the kubelet starts it only then); readiness waits for its handshake.
         probe = certctl["startupProbe"]["httpGet"]["path"]
         wait_for(lambda: process.get(probe, health)[0] == 200,
                  f"startupProbe {probe}\n{process.log()[-3000:]}")
-        assert process.get(certctl["readinessProbe"]["httpGet"]["path"], health)[0] == 200
         assert process.get(certctl["livenessProbe"]["httpGet"]["path"], health)[0] == 200
-        # The path the startupProbe takes with sidecar.servingAddr is answered too.
-        assert process.get("/readyz?exclude=serving", health)[0] == 200
-        status, body = process.get("/metrics", metrics)
-        assert status == 200 and "certctl_ready 1" in body
+        status, body = process.get(readiness, health)
+        assert status == 503 and "serving" in body, body
+        with webhook:
+            wait_for(lambda: process.get(readiness, health)[0] == 200,
+                     f"readinessProbe {readiness} once the webhook serves\n"
+                     f"{process.log()[-3000:]}\n{webhook.log()[-2000:]}")
+            status, body = process.get("/metrics", metrics)
+            assert status == 200 and "certctl_ready 1" in body, body
+        # The webhook gone, the pod leaves its Service.
+        wait_for(lambda: process.get(readiness, health)[0] == 503,
+                 "readiness to follow the webhook going away")
 
         secret = api_get(cluster, f"/api/v1/namespaces/{NS}/secrets/{SECRET}")
         assert secret["type"] == "kubernetes.io/tls"

@@ -299,8 +299,41 @@ certctl: sidecar.webhook.image.repository is required in mode sidecar: the image
 certctl: sidecar.healthPort and sidecar.metricsPort are both {{ $s.healthPort }}; give them different ports (each has its own named container port)
 {{- else if and $deployment (has (int $s.webhook.port) (list (int $s.healthPort) (int $s.metricsPort))) -}}
 certctl: sidecar.webhook.port {{ $s.webhook.port }} is also certctl's sidecar.healthPort or sidecar.metricsPort; the containers of a pod share its ports
+{{- else if and $deployment (include "certctl.servingPortProblem" .) -}}
+{{- include "certctl.servingPortProblem" . -}}
+{{- else if and $deployment (include "certctl.keyReaderProblem" .) -}}
+{{- include "certctl.keyReaderProblem" . -}}
 {{- else if $durationProblem -}}
 {{- $durationProblem -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The serving check must reach the webhook container the chart renders: a port other than
+sidecar.webhook.port is some other listener, or none, and the check would pass or fail for
+the wrong server.
+*/}}
+{{- define "certctl.servingPortProblem" -}}
+{{- $s := .Values.sidecar -}}
+{{- $addr := include "certctl.servingAddr" . -}}
+{{- if $addr -}}
+{{- $port := regexFind "[0-9]+$" $addr -}}
+{{- if ne $port (toString (int $s.webhook.port)) -}}
+certctl: sidecar.servingAddr {{ $addr | quote }} is not the webhook's port sidecar.webhook.port {{ $s.webhook.port }}; the serving check must shake hands with the webhook container (leave servingAddr out for 127.0.0.1:{{ $s.webhook.port }}, or set it to "" to turn the check off)
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+certctl writes tls.key with mode 0600, owned by the user it runs as: a webhook container
+running as another user cannot read it and never starts serving.
+*/}}
+{{- define "certctl.keyReaderProblem" -}}
+{{- $s := .Values.sidecar -}}
+{{- $certctl := include "certctl.runAsUser" (dict "container" $s.securityContext "pod" $s.podSecurityContext) -}}
+{{- $webhook := include "certctl.runAsUser" (dict "container" $s.webhook.securityContext "pod" $s.podSecurityContext) -}}
+{{- if ne $certctl $webhook -}}
+certctl: the webhook container runs as user {{ $webhook | default "of its image" }} and certctl as user {{ $certctl | default "of its image" }}; tls.key (mode 0600) belongs to certctl's user, so the webhook could not read it. Run both as one user: set sidecar.podSecurityContext.runAsUser and leave runAsUser out of sidecar.webhook.securityContext and sidecar.securityContext
 {{- end -}}
 {{- end -}}
 

@@ -28,10 +28,51 @@ certctl's ServiceAccount and RBAC. The chart README has the whole example.
 {{/* Where a container finds its service-account token, as the kubelet would mount it. */}}
 {{- define "certctl.tokenMountPath" -}}/var/run/secrets/kubernetes.io/serviceaccount{{- end -}}
 
-{{/* Labels that select the webhook's pods (Deployment selector, Service selector). */}}
+{{/*
+Labels that select the webhook's pods (Deployment selector, Service selector). The webhook
+is the user's application, named after its Service, not after certctl: a selector for
+`app.kubernetes.io/name=certctl` finds certctl's own objects (RBAC, Jobs, monitoring) only.
+*/}}
 {{- define "certctl.webhookSelectorLabels" -}}
-{{ include "certctl.selectorLabels" . }}
+app.kubernetes.io/name: {{ .Values.webhook.service | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{/* Every label of the webhook's Deployment, pods and Service. */}}
+{{- define "certctl.webhookLabels" -}}
+helm.sh/chart: {{ include "certctl.chart" . }}
+{{ include "certctl.webhookSelectorLabels" . }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/*
+The address of the serving check (--serving-addr), or "": sidecar.servingAddr as given, or
+when it is null (left out) and the chart renders the webhook's Deployment, the webhook's
+own port on loopback. Elsewhere the chart does not know where the webhook listens.
+*/}}
+{{- define "certctl.servingAddr" -}}
+{{- $s := .Values.sidecar -}}
+{{- if and (hasKey $s "servingAddr") (not (kindIs "invalid" $s.servingAddr)) -}}
+{{- $s.servingAddr -}}
+{{- else if $s.createDeployment -}}
+{{- printf "127.0.0.1:%d" (int $s.webhook.port) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The user id a container of the pod runs as: its own securityContext's runAsUser, else the
+pod's. Call with (dict "container" .securityContext "pod" .podSecurityContext); "" when
+neither sets it (the image's user).
+*/}}
+{{- define "certctl.runAsUser" -}}
+{{- $container := .container | default dict -}}
+{{- $pod := .pod | default dict -}}
+{{- if hasKey $container "runAsUser" -}}
+{{- $container.runAsUser | int64 -}}
+{{- else if hasKey $pod "runAsUser" -}}
+{{- $pod.runAsUser | int64 -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
@@ -42,7 +83,7 @@ startupProbe leaves that one check out. The readinessProbe keeps it, and leaves 
 `callable` instead (see certctl.readinessProbePath).
 */}}
 {{- define "certctl.startupProbePath" -}}
-{{- if .Values.sidecar.servingAddr -}}
+{{- if include "certctl.servingAddr" . -}}
 /readyz?exclude=serving
 {{- else -}}
 /readyz
@@ -79,7 +120,7 @@ running pod leaving its Service over it would break the entries that do call it 
 - --lease-name
 - {{ include "certctl.leaseName" . | quote }}
 {{- end }}
-{{- with $s.servingAddr }}
+{{- with include "certctl.servingAddr" . }}
 - --serving-addr
 - {{ . | quote }}
 {{- end }}
