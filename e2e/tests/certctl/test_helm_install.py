@@ -172,9 +172,14 @@ def test_helm_install_sidecar_mode_then_uninstall(cluster, tmp_path, certctl_bin
     process = pod_container(cluster, pod, "certctl", NS, {"certctl": certctl_binary},
                             str(tmp_path / "pod"), args=lambda a: rewrite_flags(a, local))
     assert process.user == SERVICE_ACCOUNT and "--leader-elect" in process.argv
+    # The startupProbe's path: readiness also waits for a handshake with the webhook
+    # container (the serving check), which no process plays here.
+    startup = next(c for c in pod["initContainers"] if c["name"] == "certctl")[
+        "startupProbe"]["httpGet"]["path"]
+    assert startup == "/readyz?exclude=serving"
     with process:
         deadline = time.monotonic() + 20
-        while process.get("/readyz", health)[0] != 200:
+        while process.get(startup, health)[0] != 200:
             assert time.monotonic() < deadline, process.log()[-3000:]
             time.sleep(0.05)
     secret = json.loads(cluster.kubectl("get", "secret", "webhook-server-cert", "-n", NS,

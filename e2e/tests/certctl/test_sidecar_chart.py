@@ -614,6 +614,36 @@ spec:
     assert len(by_kind(objects, "Role")) == 2 and one(objects, "ClusterRole")
 
 
+def test_named_templates_render_the_service_account_rbac_and_hook_jobs_for_a_parent(helm,
+                                                                                   tmp_path):
+    """certctl.serviceAccount, certctl.rbac and certctl.hookJobs, included by a parent chart
+    with the dependency's own rendering of them turned off, give exactly what the chart
+    renders by itself."""
+    parent = tmp_path / "parent"
+    (parent / "templates").mkdir(parents=True)
+    shutil.copytree(CHART, parent / "charts" / "certctl")
+    (parent / "Chart.yaml").write_text(
+        "apiVersion: v2\nname: parent\nversion: 1.0.0\n"
+        "dependencies:\n  - name: certctl\n    version: 0.1.0\n")
+    (parent / "templates" / "certctl.yaml").write_text(
+        '{{ include "certctl.serviceAccount" .Subcharts.certctl }}\n---\n'
+        '{{ include "certctl.rbac" .Subcharts.certctl }}\n---\n'
+        '{{ include "certctl.hookJobs" .Subcharts.certctl }}\n')
+    values = {"mode": "job", "webhook": {"service": "hook"},
+              "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"]}}
+    _, own = helm.template(merged(values, serviceAccount={"name": "hook-certctl"}))
+    _, included = helm.template(
+        {"certctl": merged(values, serviceAccount={"create": False, "name": "hook-certctl"},
+                           rbac={"create": False}, job={"create": False})},
+        chart=str(parent))
+    key = lambda obj: (obj["kind"], obj["metadata"]["name"])  # noqa: E731
+    assert sorted(key(o) for o in own) == sorted(key(o) for o in included)
+    assert sorted(own, key=key) == sorted(included, key=key)
+    assert sorted(o["kind"] for o in included) == sorted([
+        "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Job",
+        "Job"])
+
+
 # --- against the emulator: the sidecar container with exactly the chart's RBAC ---------------
 
 
