@@ -45,7 +45,6 @@ TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 LABEL = ("certctl.io/sidecar", "enabled")
 ADDED_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding",
                "RoleBinding", "ServiceAccount"]
-BOUND = 20.0        # a wait on a loaded 2-core machine
 SERVING_DROP = 10.0  # the serving check re-runs every 5 s while it holds
 
 
