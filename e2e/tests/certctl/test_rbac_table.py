@@ -738,7 +738,10 @@ def certctl_container(pod_spec):
     return found[0]
 
 
-@pytest.mark.parametrize("folder", ["sidecar", "sidecar/without-native-sidecar"])
+# kustomize-component/with-certctl: the RBAC of the component manifests/kustomize/certctl-sidecar
+# (with validating-webhook/), named and limited by the example's settings.
+@pytest.mark.parametrize("folder", ["sidecar", "sidecar/without-native-sidecar",
+                                    "kustomize-component/with-certctl"])
 def test_sidecar_examples_grant_what_the_table_says_for_their_flags(folder):
     env = dict(os.environ, KUBECONFIG=os.devnull, HOME=EXAMPLES)
     proc = subprocess.run([KUBECTL, "kustomize", os.path.join(EXAMPLES, folder)],
