@@ -6,12 +6,13 @@ Offline: all off by default; `helm lint --strict` with every value on; each obje
 the pods and ports the Deployment renders; the PrometheusRule is the rule file (and its
 values change only what they name); `promtool check rules` and `promtool test rules`
 (e2e/tests/manifests/alerts_test.yaml, which must make every alert fire and stay silent);
-refused combinations fail lint and template with a
+docs/monitoring.md shows the file; refused combinations fail lint and template with a
 message naming the value; the schema refuses bad values.
 
 Against the emulator: with the Operator's CRDs (monitoring-crds.yaml) the rendered objects
 apply, read back as rendered and re-apply without a change; without them the monitoring
-kinds are unknown, as in a cluster without the Operator.
+kinds are unknown, as in a cluster without the Operator; the raw-manifest recipe of
+docs/monitoring.md applies too.
 
 promtool is Debian's (scripts/setup.sh); a missing one fails the tests.
 """
@@ -19,6 +20,7 @@ promtool is Debian's (scripts/setup.sh); a missing one fails the tests.
 import copy
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -26,12 +28,13 @@ import yaml
 
 from harness.helm import Helm, find_helm
 from harness.prometheus import find_tool
-from harness.rbac import CHART
+from harness.rbac import CHART, REPO
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULE_FILE = os.path.join(CHART, "files", "alerts.yaml")
 ALERTS_TEST = os.path.join(HERE, "alerts_test.yaml")
 CRDS = os.path.join(HERE, "monitoring-crds.yaml")
+MONITORING_DOC = os.path.join(REPO, "docs", "monitoring.md")
 
 NS = "infra"
 RELEASE = "rel"
@@ -309,6 +312,19 @@ def test_the_unit_tests_make_every_alert_fire_and_stay_silent():
     assert silent == alerts, alerts - silent
 
 
+def test_docs_show_the_rule_file():
+    with open(MONITORING_DOC, encoding="utf-8") as f:
+        doc = f.read()
+    with open(RULE_FILE, encoding="utf-8") as f:
+        rules = f.read()
+    block = re.search(r"<!-- BEGIN manifests/helm/certctl/files/alerts.yaml[^\n]*-->\n\n"
+                      r"```yaml\n(.*?)```\n\n<!-- END", doc, re.S)
+    assert block, "docs/monitoring.md lacks the copy of the rule file (scripts/gen-docs.sh)"
+    assert block.group(1) == rules, "docs/monitoring.md is out of date: run scripts/gen-docs.sh"
+    for alert in rules_by_alert(rule_file()["groups"]):
+        assert f"| {alert} |" in doc, f"docs/monitoring.md does not explain {alert}"
+
+
 # --- offline: disruption budget and network policy ---------------------------------------------
 
 
@@ -526,3 +542,27 @@ def test_the_crds_refuse_what_the_operator_refuses(cluster):
     proc = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
     assert proc.returncode != 0
     assert "spec.podMetricsEndpoints[0].interval in body should match" in proc.stderr
+
+
+def docs_blocks(language, after):
+    with open(MONITORING_DOC, encoding="utf-8") as f:
+        doc = f.read()
+    section = doc[doc.index(after):]
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def test_the_docs_recipe_for_raw_manifests_applies(cluster):
+    install_crds(cluster)
+    cluster.kubectl("create", "namespace", "example-system")
+    [pod_monitor] = docs_blocks("yaml", "## Raw manifests")
+    cluster.kubectl("apply", "-f", "-", input=pod_monitor)
+    [recipe] = docs_blocks("sh", "## Raw manifests")
+    env = dict(os.environ, KUBECONFIG=cluster.kubeconfig(),
+               KUBECACHEDIR=os.path.join(cluster.state_dir, "recipe-cache"))
+    proc = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip() == "prometheusrule.monitoring.coreos.com/certctl created"
+    stored = json.loads(cluster.kubectl("get", "prometheusrule", "certctl", "-n",
+                                        "example-system", "-o", "json").stdout)
+    assert stored["spec"] == rule_file()
