@@ -43,11 +43,12 @@ def find_tool(name):
 
 class Prometheus:
     """A Prometheus server as a local process. `jobs` maps a job name to its targets,
-    (host:port, extra labels) pairs; `rule_files` are loaded as they are. Scrapes and rule
-    evaluations happen every `interval`. A context manager: started on enter, stopped
-    (SIGTERM, then SIGKILL after 5 s) on exit."""
+    (host:port, extra labels) pairs, or `scrape_configs` gives the scrape configuration
+    whole; `rule_files` are loaded as they are. Scrapes and rule evaluations happen every
+    `interval`. A context manager: started on enter, stopped (SIGTERM, then SIGKILL after
+    5 s) on exit."""
 
-    def __init__(self, workdir, jobs, rule_files, interval="1s"):
+    def __init__(self, workdir, jobs=None, rule_files=(), interval="1s", scrape_configs=None):
         self.dir = os.path.join(str(workdir), "prometheus")
         os.makedirs(self.dir, exist_ok=True)
         self.port = free_ports(1)[0]
@@ -58,10 +59,10 @@ class Prometheus:
             "global": {"scrape_interval": interval, "scrape_timeout": interval,
                        "evaluation_interval": interval},
             "rule_files": [os.path.abspath(path) for path in rule_files],
-            "scrape_configs": [
+            "scrape_configs": scrape_configs if scrape_configs is not None else [
                 {"job_name": job, "static_configs": [
                     {"targets": [address], "labels": labels} for address, labels in targets]}
-                for job, targets in jobs.items()],
+                for job, targets in (jobs or {}).items()],
         }
         with open(self.config_path, "w", encoding="utf-8") as f:
             yaml.safe_dump(config, f)
@@ -113,8 +114,9 @@ class Prometheus:
     def query(self, expr):
         return self.api("query", query=expr)["result"]
 
-    def targets(self):
-        return self.api("targets")["activeTargets"]
+    def targets(self, state="active"):
+        """The active targets (labels after relabeling, health), or the dropped ones."""
+        return self.api("targets", state=state)[f"{state}Targets"]
 
     def wait_for(self, predicate, what, bound=START_BOUND):
         """Polls `predicate` every 0.2 s until it returns a true value, which is returned;

@@ -10,17 +10,24 @@ second, with the labels a PodMonitor gives (namespace, pod, a job per webhook). 
 alert fires for `short`'s leaf within seconds, and once a rule evaluation has seen
 `healthy`'s series, nothing fires or waits (pending) for it. Every wait polls
 Prometheus's HTTP API every 0.2 s under a bound; Prometheus is stopped at the end.
+
+Also the plain Prometheus configuration of docs/monitoring.md (for clusters without the
+Operator): its relabeling keeps certctl's port of the webhook's pods only and gives the
+targets the labels the rules use.
 """
 
 import datetime
 import json
+import os
+import re
 import time
 
 import pytest
+import yaml
 
 from harness.certctl import webhook_configuration
 from harness.prometheus import Prometheus
-from harness.rbac import CHART, emulator_rules
+from harness.rbac import CHART, REPO, emulator_rules
 from harness.sidecar import Sidecar, stop_all
 from harness.waiting import wait_for
 
@@ -133,3 +140,42 @@ def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_on
             assert sidecar.alive(), sidecar.describe()
     finally:
         stop_all(sidecars)
+
+
+def pod_target(address, namespace, pod, port_name, labels, init):
+    """A static target with the discovery labels Prometheus's pod role gives a container
+    port (Debian's Prometheus has no Kubernetes discovery)."""
+    meta = {"__meta_kubernetes_namespace": namespace, "__meta_kubernetes_pod_name": pod,
+            "__meta_kubernetes_pod_container_port_name": port_name,
+            "__meta_kubernetes_pod_container_init": str(init).lower()}
+    meta.update({f"__meta_kubernetes_pod_label_{k.replace('.', '_').replace('/', '_')}": v
+                 for k, v in labels.items()})
+    return {"targets": [address], "labels": meta}
+
+
+def test_the_documented_plain_prometheus_configuration_labels_certctls_targets(tmp_path):
+    with open(os.path.join(REPO, "docs", "monitoring.md"), encoding="utf-8") as f:
+        doc = f.read()
+    section = doc[doc.index("## Without the Operator"):doc.index("## Raw manifests")]
+    config = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    assert len(config["rule_files"]) == 1
+    [scrape] = config["scrape_configs"]
+    [discovery] = scrape.pop("kubernetes_sd_configs")
+    assert discovery["role"] == "pod"
+    namespace = discovery["namespaces"]["names"][0]
+    chart_pod = {"app.kubernetes.io/name": "certctl", "app.kubernetes.io/instance": "hook",
+                 "app.kubernetes.io/component": "webhook"}
+    other_pod = {"app.kubernetes.io/name": "other", "app.kubernetes.io/instance": "other"}
+    scrape["static_configs"] = [
+        pod_target("127.0.0.1:1", namespace, "hook-7d9f8-abcde", "metrics", chart_pod, True),
+        pod_target("127.0.0.1:2", namespace, "hook-7d9f8-abcde", "health", chart_pod, True),
+        pod_target("127.0.0.1:3", namespace, "hook-7d9f8-abcde", "https", chart_pod, False),
+        pod_target("127.0.0.1:4", namespace, "other-5c6d7-fghij", "metrics", other_pod, False),
+    ]
+    with Prometheus(tmp_path, scrape_configs=[scrape], rule_files=[RULES]) as prometheus:
+        active = prometheus.wait_for(prometheus.targets, "the targets discovered")
+        assert [t["labels"] for t in active] == [{
+            "instance": "127.0.0.1:1", "job": f"{namespace}/hook", "namespace": namespace,
+            "pod": "hook-7d9f8-abcde"}]
+        assert len(prometheus.targets("dropped")) == 3
+        assert [g["name"] for g in prometheus.rule_groups()] == ["certctl"]
