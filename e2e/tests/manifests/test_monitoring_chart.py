@@ -12,7 +12,7 @@ message naming the value; the schema refuses bad values.
 Against the emulator: with the Operator's CRDs (monitoring-crds.yaml) the rendered objects
 apply, read back as rendered and re-apply without a change; without them the monitoring
 kinds are unknown, as in a cluster without the Operator; the raw-manifest recipe of
-docs/monitoring.md applies too.
+docs/monitoring.md applies too; the release notes name the objects rendered.
 
 promtool is Debian's (scripts/setup.sh); a missing one fails the tests.
 """
@@ -566,3 +566,31 @@ def test_the_docs_recipe_for_raw_manifests_applies(cluster):
     stored = json.loads(cluster.kubectl("get", "prometheusrule", "certctl", "-n",
                                         "example-system", "-o", "json").stdout)
     assert stored["spec"] == rule_file()
+
+
+def test_notes_name_the_monitoring_objects(cluster, helm):
+    # A client-side dry run renders NOTES.txt (helm template does not); it only reads the
+    # server's version and discovery, which must know the Operator's kinds.
+    install_crds(cluster)
+    for values, expected in (
+            (FULL, [f"Scraped by the PodMonitor {NS}/{RELEASE}-certctl every 15s.",
+                    f"Alerts: the PrometheusRule {NS}/{RELEASE}-certctl",
+                    f"PodDisruptionBudget {NS}/hook: evictions take at most 34% pod(s) at a "
+                    "time.",
+                    f"NetworkPolicy {NS}/hook: ingress only to port 9443, 8080 (metrics), "
+                    "8081 (health) and the extraIngress rules."]),
+            (with_service_monitor(FULL),
+             [f"Scraped by the ServiceMonitor {NS}/{RELEASE}-certctl (Service {NS}/hook-metrics)"
+              " every 15s."])):
+        proc = helm.run("install", RELEASE, CHART, "--namespace", NS, "--dry-run=client",
+                        "--kubeconfig", cluster.kubeconfig(), values=values)
+        assert proc.returncode == 0, proc.stderr
+        notes = proc.stdout[proc.stdout.index("NOTES:"):]
+        for line in expected:
+            assert line in notes, notes
+    proc = helm.run("install", RELEASE, CHART, "--namespace", NS, "--dry-run=client",
+                    "--kubeconfig", cluster.kubeconfig(), values=MINIMAL)
+    notes = proc.stdout[proc.stdout.index("NOTES:"):]
+    for word in ("PodMonitor", "ServiceMonitor", "PrometheusRule", "PodDisruptionBudget",
+                 "NetworkPolicy"):
+        assert word not in notes, notes
