@@ -12,7 +12,8 @@ message naming the value; the schema refuses bad values.
 Against the emulator: with the Operator's CRDs (monitoring-crds.yaml) the rendered objects
 apply, read back as rendered and re-apply without a change; without them the monitoring
 kinds are unknown, as in a cluster without the Operator; the raw-manifest recipe of
-docs/monitoring.md applies too; the release notes name the objects rendered.
+docs/monitoring.md applies too; the release notes name the objects rendered; `helm install`
+creates every object and `helm uninstall` removes them.
 
 promtool is Debian's (scripts/setup.sh); a missing one fails the tests.
 """
@@ -485,13 +486,17 @@ def install_crds(cluster):
                     "crd/prometheusrules.monitoring.coreos.com")
 
 
-def live(cluster, obj):
-    """The stored object, read back with kubectl by kind.group."""
+def resource(obj):
+    """What kubectl calls the object's kind: kind.group."""
     group = obj["apiVersion"].rpartition("/")[0]
-    resource = f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+    return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+
+
+def live(cluster, obj):
+    """The stored object, read back with kubectl."""
     meta = obj["metadata"]
-    return json.loads(cluster.kubectl("get", resource, meta["name"], "-n", meta["namespace"],
-                                      "-o", "json").stdout)
+    return json.loads(cluster.kubectl("get", resource(obj), meta["name"], "-n",
+                                      meta["namespace"], "-o", "json").stdout)
 
 
 @pytest.mark.parametrize("values", [FULL, with_service_monitor(FULL)],
@@ -594,3 +599,28 @@ def test_notes_name_the_monitoring_objects(cluster, helm):
     for word in ("PodMonitor", "ServiceMonitor", "PrometheusRule", "PodDisruptionBudget",
                  "NetworkPolicy"):
         assert word not in notes, notes
+
+
+@pytest.mark.parametrize("values", [FULL, with_service_monitor(FULL)],
+                         ids=["pod-monitor", "service-monitor"])
+def test_helm_install_creates_and_uninstall_removes_every_object(cluster, helm, values):
+    cluster.kubectl("create", "namespace", NS)
+    install_crds(cluster)
+    _, objects = template(helm, values)
+    ours = [obj for obj in objects if obj["kind"] in MONITORING_KINDS | {
+        "PodDisruptionBudget", "NetworkPolicy", "Service"}]
+    # No --wait: the emulator stores the Deployment but runs no pods.
+    proc = helm.run("install", RELEASE, CHART, "--namespace", NS,
+                    kubeconfig=cluster.kubeconfig(), values=values)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for obj in ours:
+        assert live(cluster, obj)["metadata"]["annotations"]["meta.helm.sh/release-name"] == \
+            RELEASE, obj["kind"]
+    # --keep-history: purging the release record is a DELETE with a protobuf DeleteOptions
+    # body, which the emulator cannot decode.
+    proc = helm.run("uninstall", "--keep-history", RELEASE, "--namespace", NS,
+                    kubeconfig=cluster.kubeconfig())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for obj in ours:
+        assert cluster.kubectl("get", resource(obj), "-n", NS, "-o", "name").stdout == "", \
+            resource(obj)
