@@ -60,7 +60,7 @@ class Resource:
         return self.crd is not None
 
     def generation_part(self, obj):
-        """What a change of bumps metadata.generation."""
+        """The part of `obj` whose change bumps metadata.generation."""
         if self.generation == ALL_BUT_META:
             return {k: v for k, v in obj.items()
                     if k not in ("apiVersion", "kind", "metadata", "status")}
