@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Writes the generated reference pages: docs/commands.md from the binary's own --help and
-# docs/rbac.md from the chart's permission table, so neither can drift from its source.
+# Writes the generated reference pages: docs/commands.md from the binary's own --help,
+# docs/rbac.md from the chart's permission table, and the copy of the chart's alerting rules
+# in docs/monitoring.md, so none of them can drift from its source.
 # With --check, exits 1 (and shows the difference) when a page is out of date.
 # Usage: scripts/gen-docs.sh [--check] [CERTCTL_BINARY]   (default: build/ci/certctl)
 set -euo pipefail
@@ -44,8 +45,14 @@ render_rbac() {
   /usr/bin/python3 scripts/gen_rbac_doc.py manifests/helm/certctl/permissions.yaml
 }
 
+# The hand-written page with the rule file copied between its markers.
+render_monitoring() {
+  /usr/bin/python3 scripts/gen_monitoring_doc.py docs/monitoring.md \
+    manifests/helm/certctl/files/alerts.yaml
+}
+
 stale=0
-for page in commands rbac; do
+for page in commands rbac monitoring; do
   target=docs/$page.md
   if $check; then
     if ! diff -u "$target" <("render_$page"); then
@@ -53,7 +60,9 @@ for page in commands rbac; do
       stale=1
     fi
   else
-    "render_$page" >"$target"
+    # Through a temporary file: render_monitoring reads the page it rewrites.
+    "render_$page" >"$target.tmp"
+    mv "$target.tmp" "$target"
     echo "wrote $target"
   fi
 done

@@ -11,6 +11,7 @@ packages=(
   clang-format clang-tidy clang-14 libclang-rt-14-dev
   hyperfine strace
   python3 python3-pytest python3-kubernetes python3-yaml python3-prometheus-client
+  prometheus
 )
 
 missing=()
@@ -41,8 +42,35 @@ else
   sudo=
 fi
 export DEBIAN_FRONTEND=noninteractive
+
+# Debian's prometheus package (promtool, and the server the alert tests start on a free
+# loopback port) starts a Prometheus daemon on :9090 from its postinst. No package may
+# start a service here: a policy-rc.d that refuses every action (exit 101, which
+# invoke-rc.d and deb-systemd-invoke obey) stands while apt runs, and the machine's own
+# policy-rc.d, if it has one, is put back afterwards.
+policy=/usr/sbin/policy-rc.d
+saved=$policy.certctl-setup
+restore_policy() {
+  if [[ -e $saved ]]; then
+    $sudo mv -f "$saved" "$policy"
+  else
+    $sudo rm -f "$policy"
+  fi
+}
+[[ -e $policy ]] && $sudo cp -p "$policy" "$saved"
+printf '#!/bin/sh\n# certctl scripts/setup.sh: no service starts during the install\nexit 101\n' |
+  $sudo tee "$policy" >/dev/null
+$sudo chmod 0755 "$policy"
+trap restore_policy EXIT
+
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+restore_policy
+trap - EXIT
+# Should a daemon have started all the same (a policy-rc.d the package ignored), stop it.
+if [[ -x /etc/init.d/prometheus ]] && $sudo /etc/init.d/prometheus status >/dev/null 2>&1; then
+  $sudo /etc/init.d/prometheus stop >/dev/null
+fi
 echo "setup: done" >&2
 check_kubectl
 "$(dirname "$0")/install-helm.sh"

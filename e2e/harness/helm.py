@@ -1,6 +1,8 @@
 """Finding Helm 3 for tests: on PATH, at .tools/bin/helm, or installed there by
-scripts/install-helm.sh. A Helm that cannot be had fails the test; it is never skipped."""
+scripts/install-helm.sh. A Helm that cannot be had fails the test; it is never skipped.
+`Helm` runs it with its own home and the values as a file."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -46,3 +48,23 @@ def helm_env(home, kubeconfig):
     env.update(HOME=home, HELM_CACHE_HOME=f"{home}/cache", HELM_CONFIG_HOME=f"{home}/config",
                HELM_DATA_HOME=f"{home}/data", KUBECONFIG=kubeconfig)
     return env
+
+
+class Helm:
+    """`helm` with its own home, no kubeconfig unless given, and values passed as a file."""
+
+    def __init__(self, path, home):
+        self.path = path
+        self.home = str(home)
+        self.count = 0
+
+    def run(self, *args, values=None, kubeconfig=None):
+        cmd = [self.path, *args]
+        if values is not None:
+            self.count += 1
+            path = os.path.join(self.home, f"values-{self.count}.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(values, f)  # JSON is YAML
+            cmd += ["-f", path]
+        env = helm_env(self.home, kubeconfig or os.path.join(self.home, "no-kubeconfig"))
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)

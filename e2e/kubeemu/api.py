@@ -16,7 +16,7 @@ import uuid
 
 from . import codec, errors, kinds, managed, patch, protobuf, schema
 from .errors import ApiError, FieldError
-from .resources import lookup, storage_resource
+from .resources import lookup, serve_crd, storage_resource, unserve_crd
 from .selectors import FieldSelector, LabelSelector
 from .store import Compacted
 
@@ -568,7 +568,7 @@ class API:
             strategy.prepare_update(new, old)
             strategy.defaults(new)
             strategy.allocate(new, old, self.store)
-        if res.generation and new.get(res.generation) != old.get(res.generation):
+        if res.generation and res.generation_part(new) != res.generation_part(old):
             meta["generation"] = old_meta.get("generation", 0) + 1
         self._validate(res, new, old)
         if not apply_done:
@@ -582,6 +582,8 @@ class API:
             if res.namespaced:
                 self._tasks.put(("namespace", req.namespace))
             return 200, self.store.write(res.storage, new, "DELETED")
+        if res.resource == "customresourcedefinitions" and req.subresource != "status":
+            self._tasks.put(("serve", req.name))  # a changed version or schema applies
         return 200, self.store.write(res.storage, new, "MODIFIED")
 
     def _precondition_msg(self, req, what, wanted, actual):
@@ -598,6 +600,11 @@ class API:
                 "the body of the request was in an unknown format - accepted media types "
                 "include: application/json-patch+json, application/merge-patch+json, "
                 "application/apply-patch+yaml, application/strategic-merge-patch+json")
+        if kind == "strategic" and req.res.custom:
+            raise errors.unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json-patch+json, application/merge-patch+json, "
+                "application/apply-patch+yaml")
         dry_run, validation = self._write_options(req)
         force = req.param("force", None)
         if force is not None and kind != "apply":
@@ -772,6 +779,8 @@ class API:
             with self.store.lock:
                 if kind == "establish":
                     self._establish(name)
+                elif kind == "serve":
+                    self._serve(name)
                 elif kind == "crd":
                     self._finish_crd(name)
                 elif kind == "namespace":
@@ -787,13 +796,27 @@ class API:
         managed.record_update(old, crd, "kube-apiserver", "apiextensions.k8s.io/v1",
                               schema.CRD, "status")
         self.store.write(storage, crd, "MODIFIED")
+        self._serve(name)
+
+    def _serve(self, name):
+        """Serve the custom resources of an Established CRD, as it now stands."""
+        crd = self.store.get(("apiextensions.k8s.io", "customresourcedefinitions"), "", name)
+        if crd is not None and not crd["metadata"].get("deletionTimestamp") and \
+                kinds.established(crd):
+            serve_crd(crd)
 
     def _finish_crd(self, name):
-        """No custom resources are served, so cleanup finishes at once."""
+        """Cleanup: the custom resources go at once (finalizers are not waited for), then the
+        CRD's finalizer."""
         storage = ("apiextensions.k8s.io", "customresourcedefinitions")
         crd = self.store.get(storage, "", name)
         if crd is None:
             return
+        unserve_crd(name)
+        custom = (crd["spec"]["group"], crd["spec"]["names"]["plural"])
+        _, items = self.store.list(custom)
+        for obj in items:
+            self.store.write(custom, obj, "DELETED")
         crd["metadata"]["finalizers"] = [f for f in crd["metadata"].get("finalizers", [])
                                          if f != "customresourcecleanup.apiextensions.k8s.io"]
         if not crd["metadata"]["finalizers"]:

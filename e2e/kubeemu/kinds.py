@@ -1142,7 +1142,7 @@ class WebhookConfigurationKind(Kind):
 
 # --- apiextensions.k8s.io -----------------------------------------------------------------
 
-def _established(crd):
+def established(crd):
     return any(c.get("type") == "Established" and c.get("status") == "True"
                for c in (crd.get("status") or {}).get("conditions") or [])
 
@@ -1228,7 +1228,7 @@ class CRDKind(Kind):
                 errs.append(invalid("spec.group", group, "field is immutable"))
             if plural != (ospec.get("names") or {}).get("plural"):
                 errs.append(invalid("spec.names.plural", plural, "field is immutable"))
-            if _established(old):
+            if established(old):
                 if scope != ospec.get("scope"):
                     errs.append(invalid("spec.scope", scope, "field is immutable"))
                 if names.get("kind") != (ospec.get("names") or {}).get("kind"):
@@ -1264,7 +1264,7 @@ class CRDKind(Kind):
                                 "must be None if spec.preserveUnknownFields is true"))
         # caBundle must be PEM on update of an Established CRD whose old bundle was fine.
         bundle = (cc or {}).get("caBundle", "")
-        if old is not None and bundle and _established(old):
+        if old is not None and bundle and established(old):
             old_bundle = (((old.get("spec") or {}).get("conversion") or {}).get("webhook") or
                           {}).get("clientConfig", {}).get("caBundle", "")
             if (not old_bundle or _pem_has_certificate(old_bundle)) and \
@@ -1723,6 +1723,245 @@ class JobKind(Kind):
         return errs
 
 
+# --- networking.k8s.io -----------------------------------------------------------------------
+
+POLICY_TYPES = ["Egress", "Ingress"]
+
+
+def _network_policy_port_errors(port, path):
+    errs = []
+    protocol = port.get("protocol", "TCP")
+    if protocol not in PROTOCOLS:
+        errs.append(not_supported(f"{path}.protocol", protocol, PROTOCOLS))
+    number = port.get("port")
+    end = port.get("endPort")
+    if isinstance(number, int):
+        if not 1 <= number <= 65535:
+            errs.append(invalid(f"{path}.port", number, PORT_NUM_MSG))
+    elif isinstance(number, str):
+        errs += [invalid(f"{path}.port", number, m) for m in port_name_errors(number)]
+    if end is not None:
+        if isinstance(number, str):
+            errs.append(forbidden_field(f"{path}.endPort", "may not be specified when `port` "
+                                                            "is non-numeric"))
+        elif number is None:
+            errs.append(forbidden_field(f"{path}.endPort", "may not be specified when `port` "
+                                                            "is not specified"))
+        elif end < number:
+            errs.append(invalid(f"{path}.endPort", end, "must be greater than or equal to "
+                                                        "`port`"))
+        elif end > 65535:
+            errs.append(invalid(f"{path}.endPort", end, PORT_NUM_MSG))
+    return errs
+
+
+def _network_policy_peer_errors(peer, path):
+    kinds_set = [k for k in ("podSelector", "namespaceSelector", "ipBlock") if k in peer]
+    if not kinds_set:
+        return [required(path, "must specify a peer")]
+    errs = []
+    if "ipBlock" in peer and len(kinds_set) > 1:
+        errs.append(forbidden_field(path, "may not specify both ipBlock and another peer"))
+    for key in ("podSelector", "namespaceSelector"):
+        if key in peer:
+            errs += validate_label_selector(peer[key], f"{path}.{key}")
+    block = peer.get("ipBlock")
+    if block is not None:
+        cidr = block.get("cidr", "")
+        if not cidr:
+            errs.append(required(f"{path}.ipBlock.cidr"))
+            return errs
+        try:
+            network = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            errs.append(invalid(f"{path}.ipBlock.cidr", cidr, CIDR_MSG))
+            return errs
+        for i, item in enumerate(block.get("except") or []):
+            try:
+                inner = ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                errs.append(invalid(f"{path}.ipBlock.except[{i}]", item, CIDR_MSG))
+                continue
+            if inner.version != network.version or not inner.subnet_of(network) or \
+                    inner == network:
+                errs.append(invalid(f"{path}.ipBlock.except[{i}]", item,
+                                    "must be a strict subset of `cidr`"))
+    return errs
+
+
+class NetworkPolicyKind(Kind):
+    """networking/v1 NetworkPolicy: SetDefaults_NetworkPolicy(Port), ValidateNetworkPolicy."""
+
+    def defaults(self, obj):
+        spec = obj.setdefault("spec", {})
+        for rules in ("ingress", "egress"):
+            for rule in spec.get(rules) or []:
+                for port in rule.get("ports") or []:
+                    port.setdefault("protocol", "TCP")
+        if not spec.get("policyTypes"):
+            spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
+
+    def validate(self, obj, old):
+        spec = obj.get("spec") or {}
+        errs = validate_label_selector(spec.get("podSelector") or {}, "spec.podSelector")
+        for rules, peers in (("ingress", "from"), ("egress", "to")):
+            for i, rule in enumerate(spec.get(rules) or []):
+                path = f"spec.{rules}[{i}]"
+                for j, port in enumerate(rule.get("ports") or []):
+                    errs += _network_policy_port_errors(port, f"{path}.ports[{j}]")
+                for j, peer in enumerate(rule.get(peers) or []):
+                    errs += _network_policy_peer_errors(peer, f"{path}.{peers}[{j}]")
+        types = spec.get("policyTypes") or []
+        for i, type_ in enumerate(types):
+            if type_ not in POLICY_TYPES:
+                errs.append(not_supported(f"spec.policyTypes[{i}]", type_, POLICY_TYPES))
+        if len(types) > 2:
+            errs.append(invalid("spec.policyTypes", types, "may not specify more than two "
+                                                           "policyTypes"))
+        return errs
+
+
+# --- policy -------------------------------------------------------------------------------------
+
+_PERCENT = re.compile(r"^[0-9]+%$")
+EVICTION_POLICIES = ["AlwaysAllow", "IfHealthyBudget"]
+
+
+def _int_or_percent_errors(value, path):
+    """ValidatePositiveIntOrPercent and IsNotMoreThan100Percent."""
+    if isinstance(value, int):
+        return [] if value >= 0 else [invalid(path, value, "must be greater than or equal to 0")]
+    if not _PERCENT.match(value):
+        return [invalid(path, value, "a valid percent string must be a numeric string followed "
+                                     "by an ending '%' (e.g. '1%',  or '93%', regex used for "
+                                     "validation is '[0-9]+%')")]
+    if int(value[:-1]) > 100:
+        return [invalid(path, value, "must not be greater than 100%")]
+    return []
+
+
+class PodDisruptionBudgetKind(Kind):
+    """policy/v1 PodDisruptionBudget: ValidatePodDisruptionBudgetSpec."""
+
+    def validate(self, obj, old):
+        spec = obj.get("spec") or {}
+        errs = []
+        if "minAvailable" in spec and "maxUnavailable" in spec:
+            errs.append(invalid("spec", errors.GoRepr("policy.PodDisruptionBudgetSpec{...}"),
+                                "minAvailable and maxUnavailable cannot be both set"))
+        for key in ("minAvailable", "maxUnavailable"):
+            if key in spec:
+                errs += _int_or_percent_errors(spec[key], f"spec.{key}")
+        errs += validate_label_selector(spec.get("selector") or {}, "spec.selector")
+        policy = spec.get("unhealthyPodEvictionPolicy")
+        if policy is not None and policy not in EVICTION_POLICIES:
+            errs.append(not_supported("spec.unhealthyPodEvictionPolicy", policy,
+                                      EVICTION_POLICIES))
+        return errs
+
+
+# --- custom resources -----------------------------------------------------------------------
+
+_JSON_TYPES = (("boolean", bool), ("integer", int), ("number", float), ("string", str),
+               ("array", list), ("object", dict))
+
+
+def _json_type(value):
+    return next(name for name, type_ in _JSON_TYPES if isinstance(value, type_))
+
+
+def _has_type(value, type_):
+    got = _json_type(value)
+    return got == type_ or (type_ == "number" and got == "integer")
+
+
+def _pattern(pattern):
+    """Go's RE2 takes flags such as (?i) anywhere; Python only at the start."""
+    flags = 0
+    if "(?i)" in pattern:
+        pattern, flags = pattern.replace("(?i)", ""), re.IGNORECASE
+    return re.compile(pattern, flags)
+
+
+def openapi_errors(value, props, path):
+    """The apiextensions validation of a value against a structural openAPIV3Schema: type,
+    enum, pattern, bounds, lengths, item counts, required properties, map-list keys."""
+    if props.get("x-kubernetes-int-or-string"):
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            got = _json_type(value)
+            return [invalid(path, got, f'{path} in body must be of type integer,string: '
+                                       f'"{got}"')]
+    elif props.get("type") and not _has_type(value, props["type"]):
+        got = _json_type(value)
+        return [invalid(path, got, f'{path} in body must be of type {props["type"]}: "{got}"')]
+    errs = []
+    if "enum" in props and value not in props["enum"]:
+        errs.append(not_supported(path, value, props["enum"]))
+    if isinstance(value, str):
+        if "pattern" in props and not _pattern(props["pattern"]).search(value):
+            errs.append(invalid(path, value, f"{path} in body should match "
+                                             f"'{props['pattern']}'"))
+        if "minLength" in props and len(value) < props["minLength"]:
+            errs.append(invalid(path, value, f"{path} in body should be at least "
+                                             f"{props['minLength']} chars long"))
+        if "maxLength" in props and len(value) > props["maxLength"]:
+            errs.append(errors.FieldError("TooLong", path, detail=f"may not be more than "
+                                                                  f"{props['maxLength']} bytes"))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if "minimum" in props and value < props["minimum"]:
+            errs.append(invalid(path, value, f"{path} in body should be greater than or equal "
+                                             f"to {props['minimum']}"))
+        if "maximum" in props and value > props["maximum"]:
+            errs.append(invalid(path, value, f"{path} in body should be less than or equal to "
+                                             f"{props['maximum']}"))
+    if isinstance(value, list):
+        if "minItems" in props and len(value) < props["minItems"]:
+            errs.append(invalid(path, len(value), f"{path} in body should have at least "
+                                                  f"{props['minItems']} items"))
+        if "maxItems" in props and len(value) > props["maxItems"]:
+            errs.append(errors.too_many(path, len(value), props["maxItems"]))
+        keys = props.get("x-kubernetes-list-map-keys") or []
+        seen = set()
+        for i, item in enumerate(value):
+            if props.get("x-kubernetes-list-type") == "map" and isinstance(item, dict):
+                key = json.dumps([item.get(k) for k in keys])
+                if key in seen:
+                    errs.append(duplicate(f"{path}[{i}]", errors.GoRepr(
+                        "map[string]interface {}{" + ", ".join(
+                            f'"{k}":{json.dumps(item.get(k))}' for k in keys) + "}")))
+                seen.add(key)
+            errs += openapi_errors(item, props.get("items") or {}, f"{path}[{i}]")
+    if isinstance(value, dict):
+        properties = props.get("properties") or {}
+        for name in props.get("required") or []:
+            if name not in value:
+                errs.append(required(f"{path}.{name}" if path else name))
+        for key, item in value.items():
+            sub = f"{path}.{key}" if path else key
+            if key in properties:
+                errs += openapi_errors(item, properties[key], sub)
+            elif isinstance(props.get("additionalProperties"), dict):
+                errs += openapi_errors(item, props["additionalProperties"], sub)
+    return errs
+
+
+class CustomResourceKind(Kind):
+    """A custom resource: its version's openAPIV3Schema; apiVersion, kind and metadata are
+    the API server's, whatever the schema says about them."""
+
+    def __init__(self, openapi):
+        self.openapi = openapi
+
+    def validate(self, obj, old):
+        props = self.openapi
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+        root = dict(props, properties={k: v for k, v in (props.get("properties") or {}).items()
+                                       if k not in ("apiVersion", "kind", "metadata")},
+                    required=[r for r in props.get("required") or []
+                              if r not in ("apiVersion", "kind", "metadata")])
+        return openapi_errors(body, root, "")
+
+
 STRATEGIES = {
     ("", "namespaces"): NamespaceKind(),
     ("", "secrets"): SecretKind(),
@@ -1740,9 +1979,13 @@ STRATEGIES = {
         WebhookConfigurationKind(mutating=True),
     ("apiextensions.k8s.io", "customresourcedefinitions"): CRDKind(),
     ("apiregistration.k8s.io", "apiservices"): APIServiceKind(),
+    ("networking.k8s.io", "networkpolicies"): NetworkPolicyKind(),
+    ("policy", "poddisruptionbudgets"): PodDisruptionBudgetKind(),
 }
 _DEFAULT = Kind()
 
 
 def strategy(res):
+    if res.custom:
+        return CustomResourceKind(res.openapi)
     return STRATEGIES.get((res.group, res.resource), _DEFAULT)

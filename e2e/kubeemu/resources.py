@@ -3,8 +3,15 @@
 One Resource per REST endpoint. It carries what discovery advertises and the storage
 strategy flags that differ between kinds in the real registry (create-on-update,
 unconditional update, generation, status subresource).
+
+Besides the built-in kinds, the served versions of every Established
+CustomResourceDefinition (serve_crd, from the apiextensions controller in api.py): their
+custom resources, validated against the version's openAPIV3Schema, until the CRD is deleted.
 """
 
+import threading
+
+ALL_BUT_META = "*"
 ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -22,7 +29,8 @@ class GroupResource:
 class Resource:
     def __init__(self, group, version, resource, kind, namespaced, *, short_names=(),
                  categories=(), verbs=ALL_VERBS, status=False, create_on_update=False,
-                 unconditional_update=True, generation=None, storage=None):
+                 unconditional_update=True, generation=None, storage=None, openapi=None,
+                 crd=None, storage_version=None):
         self.group = group
         self.version = version
         self.resource = resource
@@ -36,10 +44,27 @@ class Resource:
         # The registry strategy's AllowCreateOnUpdate / AllowUnconditionalUpdate.
         self.create_on_update = create_on_update
         self.unconditional_update = unconditional_update
-        # Top-level field whose change bumps metadata.generation (None: no generation).
+        # Top-level field whose change bumps metadata.generation (None: no generation;
+        # ALL_BUT_META: any change outside metadata and status, as for custom resources).
         self.generation = generation
         # Resources sharing storage with another version (events.k8s.io/v1 events) name it.
         self.storage = storage or (group, resource)
+        # The version objects are stored in (custom resources: the CRD's storage version).
+        self.storage_version = storage_version or version
+        # Custom resources: the version's openAPIV3Schema and the CRD's name.
+        self.openapi = openapi
+        self.crd = crd
+
+    @property
+    def custom(self):
+        return self.crd is not None
+
+    def generation_part(self, obj):
+        """The part of `obj` whose change bumps metadata.generation."""
+        if self.generation == ALL_BUT_META:
+            return {k: v for k, v in obj.items()
+                    if k not in ("apiVersion", "kind", "metadata", "status")}
+        return obj.get(self.generation)
 
     @property
     def group_version(self):
@@ -96,6 +121,10 @@ RESOURCES = [
              categories=["all"], status=True, generation="spec"),
     Resource("batch", "v1", "jobs", "Job", True, categories=["all"], status=True,
              generation="spec"),
+    Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True,
+             short_names=["netpol"], generation="spec"),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
+             short_names=["pdb"], status=True, generation="spec"),
     Resource(_RBAC, "v1", "roles", "Role", True, create_on_update=True),
     Resource(_RBAC, "v1", "rolebindings", "RoleBinding", True, create_on_update=True),
     Resource(_RBAC, "v1", "clusterroles", "ClusterRole", False, create_on_update=True),
@@ -108,24 +137,77 @@ RESOURCES = [
 
 _BY_PATH = {(r.group, r.version, r.resource): r for r in RESOURCES}
 
+# Custom resources of Established CRDs: (group, version, plural) -> Resource, and the CRD
+# name -> its keys. Written by the controller thread, read by every request thread.
+_custom_lock = threading.Lock()
+_CUSTOM = {}
+_CUSTOM_BY_CRD = {}
+
+
+def serve_crd(crd):
+    """Serve the custom resources of an Established CRD (every served version); a CRD
+    served before is replaced, so a changed schema applies."""
+    spec = crd["spec"]
+    names = spec["names"]
+    group, plural = spec["group"], names["plural"]
+    storage_version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+    served = {}
+    for version in spec["versions"]:
+        if not version.get("served"):
+            continue
+        subresources = version.get("subresources") or {}
+        served[(group, version["name"], plural)] = Resource(
+            group, version["name"], plural, names["kind"], spec["scope"] == "Namespaced",
+            short_names=names.get("shortNames") or (), categories=names.get("categories") or (),
+            status="status" in subresources, unconditional_update=False,
+            generation=ALL_BUT_META, storage=(group, plural),
+            openapi=(version.get("schema") or {}).get("openAPIV3Schema") or {},
+            crd=crd["metadata"]["name"], storage_version=storage_version)
+    with _custom_lock:
+        for key in _CUSTOM_BY_CRD.pop(crd["metadata"]["name"], ()):
+            _CUSTOM.pop(key, None)
+        _CUSTOM.update(served)
+        _CUSTOM_BY_CRD[crd["metadata"]["name"]] = list(served)
+
+
+def unserve_crd(name):
+    with _custom_lock:
+        for key in _CUSTOM_BY_CRD.pop(name, ()):
+            _CUSTOM.pop(key, None)
+
+
+def _all():
+    with _custom_lock:
+        return RESOURCES + list(_CUSTOM.values())
+
 
 def lookup(group, version, resource):
-    return _BY_PATH.get((group, version, resource))
+    found = _BY_PATH.get((group, version, resource))
+    if found is None:
+        with _custom_lock:
+            found = _CUSTOM.get((group, version, resource))
+    return found
 
 
 def group_versions():
     """[(group, version)] in discovery order, the core group excluded."""
     seen = []
-    for r in RESOURCES:
+    for r in _all():
         if r.group and (r.group, r.version) not in seen:
             seen.append((r.group, r.version))
     return seen
 
 
 def in_group_version(group, version):
-    return [r for r in RESOURCES if r.group == group and r.version == version]
+    return [r for r in _all() if r.group == group and r.version == version]
 
 
 def storage_resource(storage):
     """The Resource that defines a storage key's canonical (stored) form."""
-    return _BY_PATH[(storage[0], "v1", storage[1])]
+    found = _BY_PATH.get((storage[0], "v1", storage[1]))
+    if found is not None:
+        return found
+    with _custom_lock:
+        custom = [r for r in _CUSTOM.values() if r.storage == storage]
+    return next((r for r in custom if r.version == r.storage_version), None) or \
+        next(iter(custom), None)

@@ -307,6 +307,29 @@ ENDPOINT_SLICE = top("EndpointSlice", addressType=STRING, endpoints=ListOf(Struc
     ports=ListOf(Struct("EndpointPort", {"name": STRING, "protocol": STRING, "port": INT32,
                                          "appProtocol": STRING})))
 
+# --- networking.k8s.io/v1 and policy/v1 ----------------------------------------------------
+
+# Every list of a NetworkPolicy is atomic (no patch strategy, no list type).
+NETWORK_POLICY_PORT = Struct("NetworkPolicyPort", {"protocol": STRING, "port": INT_OR_STRING,
+                                                   "endPort": INT32})
+NETWORK_POLICY_PEER = Struct("NetworkPolicyPeer", {
+    "podSelector": LABEL_SELECTOR, "namespaceSelector": LABEL_SELECTOR,
+    "ipBlock": Struct("IPBlock", {"cidr": STRING, "except": STRINGS})})
+NETWORK_POLICY = top("NetworkPolicy", spec=Struct("NetworkPolicySpec", {
+    "podSelector": LABEL_SELECTOR,
+    "ingress": ListOf(Struct("NetworkPolicyIngressRule", {
+        "ports": ListOf(NETWORK_POLICY_PORT), "from": ListOf(NETWORK_POLICY_PEER)})),
+    "egress": ListOf(Struct("NetworkPolicyEgressRule", {
+        "ports": ListOf(NETWORK_POLICY_PORT), "to": ListOf(NETWORK_POLICY_PEER)})),
+    "policyTypes": STRINGS}))
+POD_DISRUPTION_BUDGET = top("PodDisruptionBudget", spec=Struct("PodDisruptionBudgetSpec", {
+    "minAvailable": INT_OR_STRING, "selector": LABEL_SELECTOR,
+    "maxUnavailable": INT_OR_STRING, "unhealthyPodEvictionPolicy": STRING}),
+    status=Struct("PodDisruptionBudgetStatus", {
+        "observedGeneration": INT64, "disruptedPods": MapOf(TIME),
+        "disruptionsAllowed": INT32, "currentHealthy": INT32, "desiredHealthy": INT32,
+        "expectedPods": INT32, "conditions": ListOf(CONDITION, key="type")}))
+
 # --- rbac.authorization.k8s.io/v1 ---------------------------------------------------------
 
 POLICY_RULE = Struct("PolicyRule", {"verbs": STRINGS, "apiGroups": STRINGS,
@@ -409,10 +432,92 @@ SCHEMAS = {
     ("rbac.authorization.k8s.io", "RoleBinding"): ROLE_BINDING,
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): CLUSTER_ROLE_BINDING,
     ("authorization.k8s.io", "SelfSubjectAccessReview"): SSAR,
+    ("networking.k8s.io", "NetworkPolicy"): NETWORK_POLICY,
+    ("policy", "PodDisruptionBudget"): POD_DISRUPTION_BUDGET,
 }
 
 
+# --- custom resources ----------------------------------------------------------------------
+#
+# A custom resource is decoded as unstructured JSON: nothing is refused for its type (the
+# openAPIV3Schema validation in kinds.py reports a wrong type as 422, as the apiextensions
+# server does), but fields the structural schema does not have are pruned, and reported as
+# unknown fields under fieldValidation. The nodes below are the lenient counterparts of the
+# built-in ones, so that patches and server-side apply see the same list types.
+
+class _CRStruct(Struct):
+    def decode(self, value, path, ctx):
+        return super().decode(value, path, ctx) if isinstance(value, dict) else value
+
+
+class _CRMap(MapOf):
+    def decode(self, value, path, ctx):
+        if not isinstance(value, dict):
+            return value
+        return {k: self.value.decode(v, f"{path}[{k}]", ctx) for k, v in value.items()
+                if v is not None}
+
+
+class _CRList(ListOf):
+    def decode(self, value, path, ctx):
+        if not isinstance(value, list):
+            return value
+        return [self.item.decode(v, f"{path}[{i}]", ctx) for i, v in enumerate(value)]
+
+
+class _CRScalar(Scalar):
+    def decode(self, value, path, ctx):
+        return value
+
+
+_CR_SCALARS = {"string": "string", "integer": "int64", "number": "float64",
+               "boolean": "bool"}
+
+
+def from_openapi(props, name="Object"):
+    """A node for a structural openAPIV3Schema (the subset CRDs use)."""
+    if props.get("x-kubernetes-int-or-string"):
+        return _CRScalar("string")  # its type is checked by the validation, not here
+    if props.get("x-kubernetes-embedded-resource"):
+        return ANY
+    type_ = props.get("type")
+    if type_ == "object" or "properties" in props:
+        if "properties" in props:
+            fields = {k: from_openapi(v, k) for k, v in props["properties"].items()}
+            return _CRStruct(name, fields,
+                             open=bool(props.get("x-kubernetes-preserve-unknown-fields")))
+        additional = props.get("additionalProperties")
+        if isinstance(additional, dict):
+            return _CRMap(from_openapi(additional, name))
+        if props.get("x-kubernetes-preserve-unknown-fields") or additional is True:
+            return ANY
+        return _CRStruct(name, {})  # an object without fields: everything in it is pruned
+    if type_ == "array":
+        keys = props.get("x-kubernetes-list-map-keys") or []
+        list_type = props.get("x-kubernetes-list-type")
+        return _CRList(from_openapi(props.get("items") or {}, name),
+                       set=list_type == "set",
+                       ssa_key=keys[0] if list_type == "map" and len(keys) == 1 else None)
+    if type_ in _CR_SCALARS:
+        return _CRScalar(_CR_SCALARS[type_])
+    return ANY
+
+
+def custom_resource_schema(res):
+    """The node of a custom resource: apiVersion, kind and ObjectMeta whatever the schema
+    says about them, the schema's own fields beside them."""
+    root = from_openapi(res.openapi, res.kind)
+    fields = dict(root.fields) if isinstance(root, Struct) else {}
+    fields.update(apiVersion=STRING, kind=STRING, metadata=OBJECT_META)
+    return _CRStruct(res.kind, fields, open=not isinstance(root, Struct) or root.open)
+
+
 def for_resource(res):
+    if res.custom:
+        node = getattr(res, "schema_node", None)
+        if node is None:
+            node = res.schema_node = custom_resource_schema(res)
+        return node
     return SCHEMAS[(res.group, res.kind)]
 
 

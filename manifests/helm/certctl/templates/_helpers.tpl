@@ -283,6 +283,7 @@ is none. templates/validate.yaml turns it into a failure.
 {{- $sidecar := eq .Values.mode "sidecar" -}}
 {{- $deployment := and $sidecar $s.createDeployment -}}
 {{- $durationProblem := include "certctl.durationProblem" . -}}
+{{- $monitoringProblem := include "certctl.monitoringProblem" . -}}
 {{- if not (has .Values.mode (list "sidecar" "job")) -}}
 certctl: unknown mode {{ .Values.mode | quote }}; use mode: sidecar or mode: job
 {{- else if not .Values.webhook.service -}}
@@ -305,6 +306,8 @@ certctl: sidecar.webhook.port {{ $s.webhook.port }} is also certctl's sidecar.he
 {{- include "certctl.keyReaderProblem" . -}}
 {{- else if $durationProblem -}}
 {{- $durationProblem -}}
+{{- else if $monitoringProblem -}}
+{{- $monitoringProblem -}}
 {{- end -}}
 {{- end -}}
 

@@ -1,0 +1,181 @@
+"""The chart's alerting rules (manifests/helm/certctl/files/alerts.yaml) in a real Prometheus
+(Debian's, harness/prometheus.py) scraping real `certctl run` processes against the emulator,
+each with exactly the chart's RBAC.
+
+Two webhooks in one namespace, each with its own Secret and ValidatingWebhookConfiguration:
+`short`, whose server certificate lives 10 days and is renewed 3 days ahead (so certctl
+keeps it, 10 days from its end, inside the alert's 14), and `healthy`, with 10 years for
+the CA and the certificate. Prometheus scrapes both every second and evaluates every
+second, with the labels a PodMonitor gives (namespace, pod, a job per webhook). The expiry
+alert fires for `short`'s leaf within seconds, and once a rule evaluation has seen
+`healthy`'s series, nothing fires or waits (pending) for it. Every wait polls
+Prometheus's HTTP API every 0.2 s under a bound; Prometheus is stopped at the end.
+
+Also the plain Prometheus configuration of docs/monitoring.md (for clusters without the
+Operator): its relabeling keeps certctl's port of the webhook's pods only and gives the
+targets the labels the rules use.
+"""
+
+import datetime
+import json
+import os
+import re
+import time
+
+import pytest
+import yaml
+
+from harness.certctl import webhook_configuration
+from harness.prometheus import Prometheus
+from harness.rbac import CHART, REPO, emulator_rules
+from harness.sidecar import Sidecar, stop_all
+from harness.waiting import wait_for
+
+NS = "infra"
+RULES = f"{CHART}/files/alerts.yaml"
+DAY = 86400
+FIRE_BOUND = 20.0  # from Prometheus ready to the alert firing: a few scrapes and evaluations
+
+WEBHOOKS = {
+    "short": ["--cert-validity", "10d", "--renew-before", "3d"],
+    "healthy": ["--cert-validity", "10y", "--ca-validity", "10y"],
+}
+
+
+def user(name):
+    return f"system:serviceaccount:{NS}:{name}"
+
+
+def secret(name):
+    return f"{name}-tls"
+
+
+def rfc3339(text):
+    """Prometheus's timestamps (nanoseconds, a Z) as unix seconds."""
+    seconds, _, fraction = text.rstrip("Z").partition(".")
+    stamp = datetime.datetime.strptime(seconds, "%Y-%m-%dT%H:%M:%S").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+    return stamp + (float(f"0.{fraction}") if fraction else 0.0)
+
+
+def key(alert):
+    labels = alert["labels"]
+    return (labels["alertname"], labels.get("secret"), labels.get("role"), alert["state"])
+
+
+@pytest.mark.time_limit(90)
+def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_one(
+        cluster, certctl_binary, tmp_path):
+    cluster.kubectl("create", "namespace", NS)
+    sidecars = []
+    try:
+        for name, flags in WEBHOOKS.items():
+            cluster.add_user(user(name), emulator_rules(
+                "sidecar", secret(name), NS, {"validatingWebhooks": [name]},
+                {"leaderElection": False}))
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(webhook_configuration(
+                "ValidatingWebhookConfiguration", name, [f"{name}.hook.io"], service=name)))
+            sidecars.append(Sidecar(certctl_binary, cluster, str(tmp_path), name, user(name),
+                                    ["--validating-webhook", name, "--secret", secret(name),
+                                     *flags], service=name).start())
+        for sidecar in sidecars:
+            wait_for(lambda: sidecar.readyz()[0] == 200, f"/readyz 200 from {sidecar.name}",
+                     watch=sidecars)
+
+        jobs = {f"{NS}/{s.name}": [(f"127.0.0.1:{s.metrics_port}",
+                                    {"namespace": NS, "pod": f"{s.name}-0"})]
+                for s in sidecars}
+        with Prometheus(tmp_path, jobs, [RULES]) as prometheus:
+            ready_at = time.monotonic()
+
+            def firing():
+                return [a for a in prometheus.alerts() if a["state"] == "firing"]
+
+            fired = prometheus.wait_for(firing, "WebhookCertificateExpiresSoon firing",
+                                        bound=FIRE_BOUND)
+            took = time.monotonic() - ready_at
+            print(f"the expiry alert fired {took:.1f}s after Prometheus was ready")
+
+            # A rule evaluation that has seen both webhooks' certificates: after both their
+            # series are in, one more evaluation.
+            def healthy_series():
+                series = prometheus.query('certctl_certificate_expiration_timestamp_seconds'
+                                          f'{{secret="{NS}/{secret("healthy")}"}}')
+                return len(series) == 2 and series
+
+            healthy = prometheus.wait_for(healthy_series, "the healthy certificates scraped")
+            seen = time.time()
+
+            def evaluated_after_seen():
+                groups = prometheus.rule_groups()
+                return all(rfc3339(g["lastEvaluation"]) > seen for g in groups) and groups
+
+            prometheus.wait_for(evaluated_after_seen, "a rule evaluation after that")
+            alerts = prometheus.alerts()
+
+            # Exactly one alert: the short webhook's server certificate, firing.
+            assert sorted(key(a) for a in alerts) == [
+                ("WebhookCertificateExpiresSoon", f"{NS}/{secret('short')}", "leaf",
+                 "firing")], json.dumps(alerts, indent=1)
+            assert [key(a) for a in fired] == [key(alerts[0])]
+            alert = alerts[0]
+            assert alert["labels"] == {
+                "alertname": "WebhookCertificateExpiresSoon", "severity": "warning",
+                "namespace": NS, "secret": f"{NS}/{secret('short')}", "role": "leaf"}
+            left = float(alert["value"])
+            assert 9.9 * DAY < left <= 10 * DAY, left
+            assert alert["annotations"]["summary"].startswith(
+                f"The leaf certificate of {NS}/{secret('short')} expires in 9d 23h"), alert
+            # Nothing about the healthy webhook, its CA 10 years away like its leaf.
+            assert {s["metric"]["role"] for s in healthy} == {"ca", "leaf"}
+            assert all(float(s["value"][1]) > time.time() + 9 * 365 * DAY for s in healthy)
+            assert not [a for a in alerts if a["labels"].get("secret", "").endswith("healthy-tls")
+                        or a["labels"].get("pod") == "healthy-0"]
+            # Both targets were up all along.
+            assert sorted((t["labels"]["job"], t["health"]) for t in prometheus.targets()) == \
+                [(f"{NS}/healthy", "up"), (f"{NS}/short", "up")]
+            assert took < FIRE_BOUND
+        assert prometheus.proc.returncode is not None  # stopped, not left running
+        for sidecar in sidecars:
+            assert sidecar.alive(), sidecar.describe()
+    finally:
+        stop_all(sidecars)
+
+
+def pod_target(address, namespace, pod, port_name, labels, init):
+    """A static target with the discovery labels Prometheus's pod role gives a container
+    port (Debian's Prometheus has no Kubernetes discovery)."""
+    meta = {"__meta_kubernetes_namespace": namespace, "__meta_kubernetes_pod_name": pod,
+            "__meta_kubernetes_pod_container_port_name": port_name,
+            "__meta_kubernetes_pod_container_init": str(init).lower()}
+    meta.update({f"__meta_kubernetes_pod_label_{k.replace('.', '_').replace('/', '_')}": v
+                 for k, v in labels.items()})
+    return {"targets": [address], "labels": meta}
+
+
+def test_the_documented_plain_prometheus_configuration_labels_certctls_targets(tmp_path):
+    with open(os.path.join(REPO, "docs", "monitoring.md"), encoding="utf-8") as f:
+        doc = f.read()
+    section = doc[doc.index("## Without the Operator"):doc.index("## Raw manifests")]
+    config = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    assert len(config["rule_files"]) == 1
+    [scrape] = config["scrape_configs"]
+    [discovery] = scrape.pop("kubernetes_sd_configs")
+    assert discovery["role"] == "pod"
+    namespace = discovery["namespaces"]["names"][0]
+    chart_pod = {"app.kubernetes.io/name": "certctl", "app.kubernetes.io/instance": "hook",
+                 "app.kubernetes.io/component": "webhook"}
+    other_pod = {"app.kubernetes.io/name": "other", "app.kubernetes.io/instance": "other"}
+    scrape["static_configs"] = [
+        pod_target("127.0.0.1:1", namespace, "hook-7d9f8-abcde", "metrics", chart_pod, True),
+        pod_target("127.0.0.1:2", namespace, "hook-7d9f8-abcde", "health", chart_pod, True),
+        pod_target("127.0.0.1:3", namespace, "hook-7d9f8-abcde", "https", chart_pod, False),
+        pod_target("127.0.0.1:4", namespace, "other-5c6d7-fghij", "metrics", other_pod, False),
+    ]
+    with Prometheus(tmp_path, scrape_configs=[scrape], rule_files=[RULES]) as prometheus:
+        active = prometheus.wait_for(prometheus.targets, "the targets discovered")
+        assert [t["labels"] for t in active] == [{
+            "instance": "127.0.0.1:1", "job": f"{namespace}/hook", "namespace": namespace,
+            "pod": "hook-7d9f8-abcde"}]
+        assert len(prometheus.targets("dropped")) == 3
+        assert [g["name"] for g in prometheus.rule_groups()] == ["certctl"]
