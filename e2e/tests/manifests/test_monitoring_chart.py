@@ -171,9 +171,14 @@ def test_lint_passes_with_every_value_on_and_every_object_is_labelled(helm, valu
     services = 1 if monitor == "PodMonitor" else 2
     assert kinds == sorted(["Deployment", "NetworkPolicy", "PodDisruptionBudget",
                             "PrometheusRule", monitor] + ["Service"] * services)
+    # The webhook's own objects are labelled as the webhook (its Service's name), certctl's
+    # as certctl.
+    webhook_kinds = {"Deployment", "PodDisruptionBudget", "NetworkPolicy"}
     for obj in objects:
         labels = obj["metadata"]["labels"]
-        assert labels["app.kubernetes.io/name"] == "certctl"
+        webhooks = obj["kind"] in webhook_kinds or (
+            obj["kind"] == "Service" and obj["metadata"]["name"] == "hook")
+        assert labels["app.kubernetes.io/name"] == ("hook" if webhooks else "certctl"), obj
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert labels["helm.sh/chart"] == "certctl-0.1.0"
