@@ -103,7 +103,13 @@ def test_native_sidecar_example_shape():
     assert named(certctl["ports"], "metrics")["containerPort"] == 8080
     # A target entry calling a name the certificate lacks holds the start back, but does not
     # take a running webhook out of its Service (readinessProbe without `callable`).
-    for probe, path in (("startupProbe", "/readyz"),
+    # The serving check: readiness waits for a verified handshake with the webhook
+    # container, which the startupProbe holds back, so that one leaves it out.
+    assert args_of(args, "--serving-addr") == ["127.0.0.1:9443"]
+    assert named(webhook["ports"], "https")["containerPort"] == 9443
+    assert webhook["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "https",
+                                                    "scheme": "HTTPS"}
+    for probe, path in (("startupProbe", "/readyz?exclude=serving"),
                         ("readinessProbe", "/readyz?exclude=callable"),
                         ("livenessProbe", "/healthz")):
         assert certctl[probe]["httpGet"] == {"path": path, "port": "health"}, probe
@@ -193,17 +199,21 @@ def test_example_applies_and_its_sidecars_work_with_exactly_its_rbac(cluster, ce
     pods = []
     try:
         for name in ("example-webhook-5c7b9-aaaaa", "example-webhook-5c7b9-bbbbb"):
-            health, metrics = free_ports(2)
+            health, metrics, https = free_ports(3)
             local = {"--cert-dir": str(tmp_path / name / "tls"),
                      "--health-addr": f"127.0.0.1:{health}",
-                     "--metrics-addr": f"127.0.0.1:{metrics}"}
+                     "--metrics-addr": f"127.0.0.1:{metrics}",
+                     "--serving-addr": f"127.0.0.1:{https}"}
             process = pod_container(cluster, pod, "certctl", NS, {"certctl": certctl_binary},
                                     str(tmp_path / name), pod_name=name,
                                     args=lambda args, local=local: rewrite_flags(args, local))
             assert process.user == user
             pods.append((process.start(), health))
+        # The startupProbe's path: no process plays the webhook containers here (the
+        # chart, component and chart-dependency tests run one and follow readiness).
+        startup = named(pod["initContainers"], "certctl")["startupProbe"]["httpGet"]["path"]
         deadline = time.monotonic() + 20
-        while not all(p.get("/readyz", port)[0] == 200 for p, port in pods):
+        while not all(p.get(startup, port)[0] == 200 for p, port in pods):
             assert time.monotonic() < deadline, [p.log()[-2000:] for p, _ in pods]
             time.sleep(0.05)
     finally:
