@@ -2,6 +2,7 @@
 scripts/install-helm.sh. A Helm that cannot be had fails the test; it is never skipped.
 `Helm` runs it with its own home and the values as a file."""
 
+import copy
 import json
 import os
 import shutil
@@ -68,3 +69,19 @@ class Helm:
             cmd += ["-f", path]
         env = helm_env(self.home, kubeconfig or os.path.join(self.home, "no-kubeconfig"))
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
+
+
+def merged(base, **overrides):
+    """A deep copy of chart values `base` with top-level sections updated (dicts merge two
+    levels deep)."""
+    values = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(values.get(key), dict):
+            for sub, item in value.items():
+                if isinstance(item, dict) and isinstance(values[key].get(sub), dict):
+                    values[key][sub].update(item)
+                else:
+                    values[key][sub] = item
+        else:
+            values[key] = value
+    return values

@@ -18,9 +18,7 @@ with kubectl is repaired.
 """
 
 import base64
-import copy
 import json
-import os
 import re
 import shutil
 import signal
@@ -31,7 +29,7 @@ import pytest
 import yaml
 
 from harness.certctl import api_service, crd, webhook_configuration
-from harness.helm import find_helm, helm_env
+from harness.helm import Helm, find_helm, merged
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 from harness.sidecar import WEBHOOK_SERVER
 from harness.rbac import CHART, emulator_rules, policy_rules
@@ -66,41 +64,10 @@ BOUND = 20.0
 REPAIR_BOUND = 5.0
 
 
-def merged(base, **overrides):
-    """A deep copy of `base` with top-level sections updated (dicts merge two levels)."""
-    values = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(values.get(key), dict):
-            for sub, item in value.items():
-                if isinstance(item, dict) and isinstance(values[key].get(sub), dict):
-                    values[key][sub].update(item)
-                else:
-                    values[key][sub] = item
-        else:
-            values[key] = value
-    return values
-
-
 # --- tools ---------------------------------------------------------------------------------
 
 
-class Helm:
-    def __init__(self, path, home):
-        self.path = path
-        self.home = str(home)
-        self.count = 0
-
-    def run(self, *args, values=None, kubeconfig=None):
-        cmd = [self.path, *args]
-        if values is not None:
-            self.count += 1
-            path = os.path.join(self.home, f"values-{self.count}.json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(values, f)  # JSON is YAML
-            cmd += ["-f", path]
-        env = helm_env(self.home, kubeconfig or os.path.join(self.home, "no-kubeconfig"))
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
-
+class ChartHelm(Helm):
     def template(self, values, namespace=NS, release=RELEASE, chart=CHART):
         proc = self.run("template", release, chart, "--namespace", namespace, values=values)
         assert proc.returncode == 0, f"helm template failed:\n{proc.stderr}"
@@ -109,7 +76,7 @@ class Helm:
 
 @pytest.fixture(scope="module")
 def helm(tmp_path_factory):
-    return Helm(find_helm(), tmp_path_factory.mktemp("helm"))
+    return ChartHelm(find_helm(), tmp_path_factory.mktemp("helm"))
 
 
 def by_kind(objects, kind):

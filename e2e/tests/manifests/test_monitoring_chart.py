@@ -27,7 +27,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.helm import Helm, find_helm
+from harness.helm import Helm, find_helm, merged
 from harness.prometheus import find_tool
 from harness.rbac import CHART, REPO
 
@@ -67,21 +67,6 @@ FULL = {
                                                      "enabled": False}}}},
 }
 MONITORING_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
-
-
-def merged(base, **overrides):
-    """A deep copy of `base` with top-level sections updated (dicts merge two levels)."""
-    values = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(values.get(key), dict):
-            for sub, item in value.items():
-                if isinstance(item, dict) and isinstance(values[key].get(sub), dict):
-                    values[key][sub].update(item)
-                else:
-                    values[key][sub] = item
-        else:
-            values[key] = value
-    return values
 
 
 def with_service_monitor(values):

@@ -219,15 +219,20 @@ void RequestCaRotation(FakeClient& api) {
   api.Put(kube::kSecrets, secret);
 }
 
+// `config` with the leader's memory across passes, as the sidecar gives it.
+PassConfig Remembering(PassConfig config, BundleHold& hold, const FakeClock& clock) {
+  config.bundle_held_since = [&hold, &clock](const std::string& bundle, bool written) {
+    return hold.Since(bundle, written, clock.Now());
+  };
+  return config;
+}
+
 TEST(ReconcilePass, ARequestedCaRotationMovesTheLeafOnceTheBundleHadTimeToPropagate) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
-  PassConfig config = Config(dir.path());
   BundleHold hold;
-  config.bundle_held_since = [&](const std::string& bundle, bool written) {
-    return hold.Since(bundle, written, clock.Now());
-  };
+  const PassConfig config = Remembering(Config(dir.path()), hold, clock);
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
   ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
   const std::string old_ca = Data(api, "ca.crt");
@@ -296,11 +301,8 @@ TEST(ReconcilePass, ABundleRewrittenDuringThePropagationWaitStartsTheWaitOver) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
-  PassConfig config = Config(dir.path());
   BundleHold hold;
-  config.bundle_held_since = [&](const std::string& bundle, bool written) {
-    return hold.Since(bundle, written, clock.Now());
-  };
+  const PassConfig config = Remembering(Config(dir.path()), hold, clock);
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
   ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
   RequestCaRotation(api);
