@@ -85,3 +85,15 @@ def merged(base, **overrides):
         else:
             values[key] = value
     return values
+
+
+def by_kind(objects, kind):
+    """The rendered objects of one kind."""
+    return [obj for obj in objects if obj["kind"] == kind]
+
+
+def one(objects, kind):
+    """The one rendered object of `kind`; more or fewer fail the test."""
+    found = by_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
+    return found[0]

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from harness.certctl import api_service, crd, webhook_configuration
-from harness.helm import Helm, find_helm, merged
+from harness.helm import Helm, by_kind, find_helm, merged, one
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 from harness.sidecar import WEBHOOK_SERVER
 from harness.rbac import CHART, emulator_rules, policy_rules
@@ -77,16 +77,6 @@ class ChartHelm(Helm):
 @pytest.fixture(scope="module")
 def helm(tmp_path_factory):
     return ChartHelm(find_helm(), tmp_path_factory.mktemp("helm"))
-
-
-def by_kind(objects, kind):
-    return [obj for obj in objects if obj["kind"] == kind]
-
-
-def one(objects, kind):
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
-    return found[0]
 
 
 def pod_spec(objects):

@@ -22,7 +22,7 @@ import time
 import pytest
 import yaml
 
-from harness.helm import REPO, find_helm, helm_env
+from harness.helm import REPO, find_helm, helm_env, one
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 from harness.sidecar import WEBHOOK_SERVER
 
@@ -66,10 +66,6 @@ def rendered(tmp_path, chart, *args):
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
-def kind(objects, name):
-    return [obj for obj in objects if obj["kind"] == name]
-
-
 def args_of(args, flag):
     return [value for key, value in zip(args, args[1:]) if key == flag]
 
@@ -80,7 +76,7 @@ def test_the_example_lints_and_renders_the_webhook_with_certctl_inside(tmp_path,
     assert sorted(obj["kind"] for obj in objects) == sorted([
         "Deployment", "Service", "ValidatingWebhookConfiguration", "ServiceAccount",
         "Role", "RoleBinding", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"])
-    [deployment] = kind(objects, "Deployment")
+    deployment = one(objects, "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     [certctl] = pod["initContainers"]
     [server] = pod["containers"]
@@ -100,14 +96,14 @@ def test_the_example_lints_and_renders_the_webhook_with_certctl_inside(tmp_path,
     assert "runAsUser" not in server["securityContext"]
     # The token for certctl alone, from the dependency's ServiceAccount.
     assert pod["automountServiceAccountToken"] is False
-    assert pod["serviceAccountName"] == kind(objects, "ServiceAccount")[0]["metadata"]["name"]
+    assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
     assert {v["name"] for v in pod["volumes"]} == {"certctl-certs", "certctl-token"}
     # certctl's RBAC names the example's webhook configuration and nothing else of its kind.
-    [cluster_role] = kind(objects, "ClusterRole")
+    cluster_role = one(objects, "ClusterRole")
     vwc_rules = [r for r in cluster_role["rules"]
                  if "validatingwebhookconfigurations" in r["resources"]]
     assert vwc_rules and all(r["resourceNames"] == ["my-webhook"] for r in vwc_rules)
-    [vwc] = kind(objects, "ValidatingWebhookConfiguration")
+    vwc = one(objects, "ValidatingWebhookConfiguration")
     assert vwc["webhooks"][0]["clientConfig"]["service"] == {
         "name": "my-webhook", "namespace": NS, "path": "/validate", "port": 443}
     assert "caBundle" not in vwc["webhooks"][0]["clientConfig"]

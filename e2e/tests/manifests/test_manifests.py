@@ -20,7 +20,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.helm import INSTALL_HELM, find_helm, helm_env
+from harness.helm import INSTALL_HELM, by_kind, find_helm, helm_env, one
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -143,16 +143,6 @@ def documents(stream):
 
 
 # --- object helpers -------------------------------------------------------------------
-
-
-def by_kind(objects, kind):
-    return [obj for obj in objects if obj["kind"] == kind]
-
-
-def one(objects, kind):
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
-    return found[0]
 
 
 def annotations(obj):

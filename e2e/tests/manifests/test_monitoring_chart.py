@@ -27,7 +27,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.helm import Helm, find_helm, merged
+from harness.helm import Helm, by_kind, find_helm, merged, one
 from harness.prometheus import find_tool
 from harness.rbac import CHART, REPO
 
@@ -85,16 +85,6 @@ def template(helm, values, namespace=NS):
     proc = helm.run("template", RELEASE, CHART, "--namespace", namespace, values=values)
     assert proc.returncode == 0, f"helm template failed:\n{proc.stderr}"
     return proc.stdout, [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
-
-
-def by_kind(objects, kind):
-    return [obj for obj in objects if obj["kind"] == kind]
-
-
-def one(objects, kind):
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}, got {[o['metadata']['name'] for o in found]}"
-    return found[0]
 
 
 def pod_template(objects):
