@@ -13,8 +13,6 @@ scraping static targets and evaluating rule files every second, read through its
 import json
 import os
 import shutil
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -23,7 +21,7 @@ import urllib.request
 import pytest
 import yaml
 
-from .kubelet import free_ports
+from .kubelet import ContainerProcess, free_ports
 
 __all__ = ["Prometheus", "find_tool", "POLL", "STOP_LIMIT"]
 
@@ -54,7 +52,6 @@ class Prometheus:
         self.port = free_ports(1)[0]
         self.url = f"http://127.0.0.1:{self.port}"
         self.config_path = os.path.join(self.dir, "prometheus.yml")
-        self.stderr_path = os.path.join(self.dir, "stderr")
         config = {
             "global": {"scrape_interval": interval, "scrape_timeout": interval,
                        "evaluation_interval": interval},
@@ -69,25 +66,19 @@ class Prometheus:
         self.argv = [find_tool("prometheus"), f"--config.file={self.config_path}",
                      f"--storage.tsdb.path={os.path.join(self.dir, 'data')}",
                      f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"]
-        self.proc = None
-        self.started_at = None
+        self.process = None
 
     def start(self, bound=START_BOUND):
         """Starts the server and returns once /-/ready answers 200."""
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=err,
-                                         cwd=self.dir)
-        self.started_at = time.monotonic()
+        self.process = ContainerProcess(self.argv, {}, self.dir, name="prometheus").start()
         self.wait_for(lambda: self._status("/-/ready") == 200, "Prometheus ready", bound)
         return self
 
     def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.process is not None and self.process.alive()
 
     def log(self):
-        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-            return f.read()
+        return self.process.log()
 
     def _status(self, path):
         try:
@@ -127,24 +118,15 @@ class Prometheus:
             if value:
                 return value
             if not self.alive():
-                pytest.fail(f"Prometheus exited ({self.proc.returncode}) while waiting for "
+                pytest.fail(f"Prometheus exited ({self.process.proc.returncode}) while waiting for "
                             f"{what}:\n{self.log()}")
             if time.monotonic() > deadline:
                 pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{self.log()}")
             time.sleep(POLL)
 
     def stop(self):
-        """SIGTERM, wait up to 5 s, then SIGKILL; returns the exit code."""
-        if self.proc is None:
-            return None
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(STOP_LIMIT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(STOP_LIMIT)
-        return self.proc.returncode
+        """SIGTERM, wait up to STOP_LIMIT seconds, then SIGKILL; returns the exit code."""
+        return None if self.process is None else self.process.stop(grace=STOP_LIMIT)
 
     def __enter__(self):
         try:

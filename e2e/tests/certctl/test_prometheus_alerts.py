@@ -135,7 +135,7 @@ def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_on
             assert sorted((t["labels"]["job"], t["health"]) for t in prometheus.targets()) == \
                 [(f"{NS}/healthy", "up"), (f"{NS}/short", "up")]
             assert took < FIRE_BOUND
-        assert prometheus.proc.returncode is not None  # stopped, not left running
+        assert prometheus.process.proc.returncode is not None  # stopped, not left running
         for sidecar in sidecars:
             assert sidecar.alive(), sidecar.describe()
     finally:
