@@ -484,6 +484,18 @@ def test_minimal_values_give_the_documented_defaults(helm):
     assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:0.1.0"
 
 
+def test_a_digest_pins_the_image_in_preference_to_the_tag(helm):
+    digest = "sha256:" + "ab" * 32
+    _, objects = helm.template(merged(MINIMAL, image={"tag": "9.9.9", "digest": digest}))
+    for phase in ("secret", "inject"):
+        assert container(job_for(objects, phase))["image"] == f"ghcr.io/certctl/certctl@{digest}"
+    _, objects = helm.template(merged(MINIMAL, image={"tag": "9.9.9", "digest": ""}))
+    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:9.9.9"
+    # Anything but a sha256 digest is refused by the schema, naming the value.
+    proc = helm.run("template", "hook", CHART, values=merged(MINIMAL, image={"digest": "latest"}))
+    assert proc.returncode != 0 and "image.digest" in proc.stderr, proc.stderr
+
+
 def test_every_value_maps_to_its_flag(helm):
     _, objects = helm.template(FULL, namespace="certctl-system")
     certificate = {
