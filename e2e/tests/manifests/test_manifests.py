@@ -413,7 +413,7 @@ def test_defaults_match_certctl_defaults(helm):
     with open(os.path.join(CHART, "Chart.yaml"), encoding="utf-8") as f:
         chart = yaml.safe_load(f)
     assert (chart["apiVersion"], chart["name"], chart["version"], chart["appVersion"]) == \
-        ("v2", "certctl", "0.1.0", "0.1.0")
+        ("v2", "certctl", "0.2.0", "0.2.0")
 
 
 # --- helm: hooks ----------------------------------------------------------------------
@@ -454,7 +454,7 @@ def test_every_object_is_labelled(helm):
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "certctl"
         assert labels["app.kubernetes.io/instance"] == "rel"
-        assert labels["app.kubernetes.io/version"] == "0.1.0"
+        assert labels["app.kubernetes.io/version"] == "0.2.0"
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert labels["app.kubernetes.io/component"]
     for job in by_kind(objects, "Job"):
@@ -481,7 +481,7 @@ def test_minimal_values_give_the_documented_defaults(helm):
     assert flags == {"--phase": ["inject"], **common, "--validating-webhook": ["hook"],
                      "--wait-for-targets": ["2m"]}
     assert switches == []
-    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:0.1.0"
+    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:0.2.0"
 
 
 def test_a_digest_pins_the_image_in_preference_to_the_tag(helm):
