@@ -30,10 +30,24 @@ if(CERTCTL_FUZZ)
   target_compile_options(certctl_settings INTERFACE -fsanitize=fuzzer-no-link)
 endif()
 
-# Version and commit are baked in at configure time for `certctl version`.
+# Version and commit are baked in at configure time for `certctl version`. A release passes
+# both (scripts/release.sh: -DCERTCTL_VERSION=0.2.0 -DCERTCTL_COMMIT=<commit>), so what it
+# publishes names itself correctly even in a build folder configured at an older commit.
+set(CERTCTL_VERSION "" CACHE STRING "Version certctl reports; empty: the project's version")
+set(CERTCTL_COMMIT "" CACHE STRING "Commit certctl reports; empty: git's HEAD at configure time")
+if(CERTCTL_VERSION STREQUAL "")
+  set(CERTCTL_REPORTED_VERSION "${PROJECT_VERSION}")
+elseif(CERTCTL_VERSION MATCHES "^[0-9]+\\.[0-9]+\\.[0-9]+(-[0-9A-Za-z.-]+)?$")
+  set(CERTCTL_REPORTED_VERSION "${CERTCTL_VERSION}")
+else()
+  message(FATAL_ERROR "CERTCTL_VERSION '${CERTCTL_VERSION}' is not a version like 1.2.3 "
+                      "or 1.2.3-rc.1")
+endif()
 find_package(Git QUIET)
 set(CERTCTL_GIT_COMMIT "unknown")
-if(GIT_FOUND)
+if(NOT CERTCTL_COMMIT STREQUAL "")
+  set(CERTCTL_GIT_COMMIT "${CERTCTL_COMMIT}")
+elseif(GIT_FOUND)
   execute_process(
     COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD
     WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}

@@ -157,7 +157,7 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
 
     # A native sidecar: an init container that keeps running.
     assert certctl["restartPolicy"] == "Always"
-    assert certctl["image"] == "ghcr.io/certctl/certctl:0.1.0"
+    assert certctl["image"] == "ghcr.io/certctl/certctl:0.2.0"
     flags, switches = parse_run_args(certctl["args"])
     assert switches == []
     assert flags == {
@@ -520,7 +520,7 @@ def test_named_templates_put_the_sidecar_into_another_charts_deployment(helm, tm
     shutil.copytree(CHART, parent / "charts" / "certctl")
     (parent / "Chart.yaml").write_text(
         "apiVersion: v2\nname: webhook-chart\nversion: 1.0.0\n"
-        "dependencies:\n  - name: certctl\n    version: 0.1.0\n")
+        "dependencies:\n  - name: certctl\n    version: 0.2.0\n")
     (parent / "templates" / "deployment.yaml").write_text('''\
 apiVersion: apps/v1
 kind: Deployment
@@ -567,7 +567,7 @@ spec:
                                                     ["certctl-certs"]]
     assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
     assert parse_run_args(pod["initContainers"][0]["args"])[1] == ["--leader-elect"]
-    assert pod["initContainers"][0]["image"] == "ghcr.io/certctl/certctl:0.1.0"  # its version
+    assert pod["initContainers"][0]["image"] == "ghcr.io/certctl/certctl:0.2.0"  # its version
     assert len(by_kind(objects, "Role")) == 2 and one(objects, "ClusterRole")
 
 
@@ -581,7 +581,7 @@ def test_named_templates_render_the_service_account_rbac_and_hook_jobs_for_a_par
     shutil.copytree(CHART, parent / "charts" / "certctl")
     (parent / "Chart.yaml").write_text(
         "apiVersion: v2\nname: parent\nversion: 1.0.0\n"
-        "dependencies:\n  - name: certctl\n    version: 0.1.0\n")
+        "dependencies:\n  - name: certctl\n    version: 0.2.0\n")
     (parent / "templates" / "certctl.yaml").write_text(
         '{{ include "certctl.serviceAccount" .Subcharts.certctl }}\n---\n'
         '{{ include "certctl.rbac" .Subcharts.certctl }}\n---\n'

@@ -125,7 +125,7 @@ def test_overlay_adds_the_native_sidecar_to_the_named_deployment():
     pod = dep["spec"]["template"]["spec"]
     certctl = pod["initContainers"][0]
     assert certctl["name"] == "certctl" and certctl["restartPolicy"] == "Always"
-    assert certctl["image"] == "ghcr.io/certctl/certctl:0.1.0"
+    assert certctl["image"] == "ghcr.io/certctl/certctl:0.2.0"
     # The layout the component fixes, with the settings in place and the target flag that
     # validating-webhook/ inserted after `run`.
     assert certctl["args"] == [

@@ -413,7 +413,7 @@ def test_defaults_match_certctl_defaults(helm):
     with open(os.path.join(CHART, "Chart.yaml"), encoding="utf-8") as f:
         chart = yaml.safe_load(f)
     assert (chart["apiVersion"], chart["name"], chart["version"], chart["appVersion"]) == \
-        ("v2", "certctl", "0.1.0", "0.1.0")
+        ("v2", "certctl", "0.2.0", "0.2.0")
 
 
 # --- helm: hooks ----------------------------------------------------------------------
@@ -454,7 +454,7 @@ def test_every_object_is_labelled(helm):
         labels = obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "certctl"
         assert labels["app.kubernetes.io/instance"] == "rel"
-        assert labels["app.kubernetes.io/version"] == "0.1.0"
+        assert labels["app.kubernetes.io/version"] == "0.2.0"
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
         assert labels["app.kubernetes.io/component"]
     for job in by_kind(objects, "Job"):
@@ -481,7 +481,19 @@ def test_minimal_values_give_the_documented_defaults(helm):
     assert flags == {"--phase": ["inject"], **common, "--validating-webhook": ["hook"],
                      "--wait-for-targets": ["2m"]}
     assert switches == []
-    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:0.1.0"
+    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:0.2.0"
+
+
+def test_a_digest_pins_the_image_in_preference_to_the_tag(helm):
+    digest = "sha256:" + "ab" * 32
+    _, objects = helm.template(merged(MINIMAL, image={"tag": "9.9.9", "digest": digest}))
+    for phase in ("secret", "inject"):
+        assert container(job_for(objects, phase))["image"] == f"ghcr.io/certctl/certctl@{digest}"
+    _, objects = helm.template(merged(MINIMAL, image={"tag": "9.9.9", "digest": ""}))
+    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:9.9.9"
+    # Anything but a sha256 digest is refused by the schema, naming the value.
+    proc = helm.run("template", "hook", CHART, values=merged(MINIMAL, image={"digest": "latest"}))
+    assert proc.returncode != 0 and "image.digest" in proc.stderr, proc.stderr
 
 
 def test_every_value_maps_to_its_flag(helm):

@@ -156,7 +156,7 @@ def test_lint_passes_with_every_value_on_and_every_object_is_labelled(helm, valu
         assert labels["app.kubernetes.io/name"] == ("hook" if webhooks else "certctl"), obj
         assert labels["app.kubernetes.io/instance"] == RELEASE
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
-        assert labels["helm.sh/chart"] == "certctl-0.1.0"
+        assert labels["helm.sh/chart"] == "certctl-0.2.0"
         assert labels["app.kubernetes.io/component"]
         if obj["kind"] in MONITORING_KINDS:
             assert labels["release"] == "kube-prometheus-stack"

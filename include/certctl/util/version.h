@@ -4,7 +4,7 @@
 
 namespace certctl {
 
-std::string_view Version();    // "0.1.0"
+std::string_view Version();    // "0.2.0"
 std::string_view GitCommit();  // short commit hash, or "unknown" outside a checkout
 
 }  // namespace certctl

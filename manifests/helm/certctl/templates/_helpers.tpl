@@ -71,8 +71,14 @@ webhook's namespace for its pods (mode sidecar), which must be in their own name
 {{- printf "%s-%s" (include "certctl.fullname" .root) .phase | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The image by digest when one is set (a release pins the index it published), else by
+tag; a digest names exactly what was scanned and signed, a tag can be moved. */}}
 {{- define "certctl.image" -}}
+{{- with .Values.image.digest -}}
+{{- printf "%s@%s" $.Values.image.repository . -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Labels: call with (dict "root" $ "component" "...") */}}
