@@ -70,7 +70,7 @@ digest=$(<"${digest_files[0]}")
 [[ $digest =~ ^sha256:[0-9a-f]{64}$ ]] || die "${digest_files[0]} holds no sha256 digest"
 
 # The chart says where it was meant to be published: values.yaml pins the image.
-read -r pinned_repository pinned_digest chart_version < <(/usr/bin/python3 - "$chart" <<'EOF'
+pinned=$(/usr/bin/python3 - "$chart" <<'EOF'
 import sys
 import tarfile
 
@@ -82,7 +82,8 @@ with tarfile.open(sys.argv[1], "r:gz") as tar:
 image = values.get("image") or {}
 print(image.get("repository") or "-", image.get("digest") or "-", chart.get("version") or "-")
 EOF
-)
+) || die "cannot read values.yaml and Chart.yaml in $chart"
+read -r pinned_repository pinned_digest chart_version <<<"$pinned"
 if [[ $pinned_repository != "$registry/certctl" ]]; then
   die "the release in $dist was built for ${pinned_repository%/certctl} (its chart pins the image $pinned_repository), not for $registry; build it for $registry with: CERTCTL_REGISTRY=$registry scripts/release.sh $version"
 fi
