@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Publishes a release built by scripts/release.sh to the registry it was built for:
-#   the image index certctl-V.oci.tar, with both images   -> REGISTRY/certctl:V, its digest kept
-#   the chart certctl-V.tgz                               -> oci://REGISTRY/charts/certctl, version V
+#   certctl-V.oci.tar  the image index and both images -> REGISTRY/certctl:V, digest kept
+#   certctl-V.tgz      the chart -> oci://REGISTRY/charts/certctl, version V
 # First checks SHA256SUMS in the release folder, and that the chart pins REGISTRY/certctl at
 # the index's digest; after the push, that the registry serves the index, each image and the
 # chart byte for byte. Pushing the same release again changes nothing. Installs skopeo
@@ -85,7 +85,9 @@ EOF
 ) || die "cannot read values.yaml and Chart.yaml in $chart"
 read -r pinned_repository pinned_digest chart_version <<<"$pinned"
 if [[ $pinned_repository != "$registry/certctl" ]]; then
-  die "the release in $dist was built for ${pinned_repository%/certctl} (its chart pins the image $pinned_repository), not for $registry; build it for $registry with: CERTCTL_REGISTRY=$registry scripts/release.sh $version"
+  die "the release in $dist was built for ${pinned_repository%/certctl} (its chart pins the" \
+    "image $pinned_repository), not for $registry; build it for $registry with:" \
+    "CERTCTL_REGISTRY=$registry scripts/release.sh $version"
 fi
 [[ $pinned_digest == "$digest" ]] ||
   die "the chart pins $pinned_digest but the image index is $digest: build the release again"
@@ -147,4 +149,4 @@ cmp -s "$chart" "$pulled/certctl-$version.tgz" ||
 
 echo "image: $image@$digest (tag $version; ${platforms[*]})"
 echo "chart: oci://$registry/charts/certctl version $version"
-echo "install: helm install RELEASE oci://$registry/charts/certctl --version $version ${helm_tls[*]}"
+echo "install: helm install RELEASE oci://$registry/charts/certctl --version $version${helm_tls[*]/#/ }"
