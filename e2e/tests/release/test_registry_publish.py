@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import urllib.request
-from dataclasses import dataclass
 
 import pytest
 import yaml
@@ -28,9 +27,11 @@ from harness.certctl import crd, webhook_configuration
 from harness.helm import REPO, Helm, by_kind, find_helm
 
 PUBLISH_SH = os.path.join(REPO, "scripts", "publish.sh")
-NS = "infra"
+NS = "infra"           # mode job, with its hooks run
 RELEASE = "rel"
 SERVICE_ACCOUNT = f"system:serviceaccount:{NS}:{RELEASE}-certctl"
+SIDECAR_NS = "sidecar"  # mode sidecar, in the same emulator
+SIDECAR_RELEASE = "side"
 # The chart values of the chart's own tests (test_helm_install.py), without `image`: the
 # packaged chart's pinned image is what is under test.
 JOB_VALUES = {"mode": "job", "webhook": {"service": "hook"},
@@ -43,17 +44,6 @@ SIDECAR_VALUES = {"mode": "sidecar", "webhook": {"service": "hook"},
 INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
                "application/vnd.docker.distribution.manifest.list.v2+json")
 BINFMT = "/proc/sys/fs/binfmt_misc"
-
-# The release (two images, the chart) is built once for the module, in the first test's time.
-pytestmark = pytest.mark.time_limit(900)
-
-
-@dataclass
-class PublishRuns:
-    refused: subprocess.CompletedProcess  # publish.sh for localhost:PORT, before anything
-    catalog_after_refusal: list
-    first: subprocess.CompletedProcess
-    second: subprocess.CompletedProcess
 
 
 def publish(registry_name, dist):
@@ -69,85 +59,90 @@ def registry_get(registry, path, accept=None):
         return resp.headers, resp.read()
 
 
-@pytest.fixture(scope="module")
-def published(registry_release, registry):
-    # The same registry under another name is another registry to the chart: refused.
-    refused = publish(f"localhost:{registry.port}", registry_release.dir)
-    catalog = json.loads(registry_get(registry, "_catalog")[1])["repositories"]
-    first = publish(registry.host, registry_release.dir)
+def catalog(registry):
+    return sorted(json.loads(registry_get(registry, "_catalog")[1])["repositories"])
+
+
+def sha256(data):
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"
+
+
+# One test: the release is built once, and the steps depend on each other. (Under
+# pytest-xdist, tests of one module may run in different workers, each with its own
+# module fixtures: that would build and publish the release once per worker.)
+@pytest.mark.time_limit(900)
+def test_a_release_published_to_a_registry_installs_and_runs(registry, registry_release,
+                                                             cluster, kubelet, tmp_path):
+    refuses_a_registry_the_release_was_not_built_for(registry, registry_release)
+    pushes_the_index_with_its_digest_and_the_chart(registry, registry_release)
+    helm = Helm(find_helm(), tmp_path / "helm")
+    os.makedirs(helm.home, exist_ok=True)
+    installs_mode_job(helm, cluster, kubelet, registry_release)
+    installs_mode_sidecar(helm, cluster, registry_release)
+    for arch in ("amd64", "arm64"):
+        runs_on(arch, registry_release)
+
+
+def refuses_a_registry_the_release_was_not_built_for(registry, release):
+    # The same registry under another name is another registry to the chart.
+    refused = publish(f"localhost:{registry.port}", release.dir)
+    assert refused.returncode == 1, refused
+    assert f"built for {registry.host}" in refused.stderr, refused.stderr
+    assert (f"CERTCTL_REGISTRY=localhost:{registry.port} scripts/release.sh "
+            f"{release.version}") in refused.stderr, refused.stderr
+    assert catalog(registry) == [], "nothing is pushed"
+
+
+def pushes_the_index_with_its_digest_and_the_chart(registry, release):
+    first = publish(registry.host, release.dir)
     assert first.returncode == 0, f"publish.sh failed:\n{first.stdout}{first.stderr}"
-    second = publish(registry.host, registry_release.dir)
-    return PublishRuns(refused, catalog, first, second)
-
-
-def test_publish_refuses_a_registry_the_release_was_not_built_for(published, registry,
-                                                                    registry_release):
-    assert published.refused.returncode == 1, published.refused
-    assert (f"built for {registry.host}" in published.refused.stderr and
-            f"CERTCTL_REGISTRY=localhost:{registry.port} scripts/release.sh "
-            f"{registry_release.version}" in published.refused.stderr), published.refused.stderr
-    assert published.catalog_after_refusal == []
-
-
-def test_publish_pushes_the_index_with_its_digest_and_the_chart(published, registry,
-                                                                 registry_release):
-    release = registry_release
-    assert published.first.stdout.splitlines() == [
+    assert first.stdout.splitlines() == [
         f"image: {release.image} (tag {release.version}; linux/amd64 linux/arm64)",
         f"chart: {release.chart} version {release.version}",
         f"install: helm install RELEASE {release.chart} --version {release.version} "
         "--plain-http"]
     # Idempotent: the second run pushes the same things and says the same.
-    assert published.second.returncode == 0, published.second.stderr
-    assert published.second.stdout == published.first.stdout
+    second = publish(registry.host, release.dir)
+    assert second.returncode == 0, f"publish.sh again failed:\n{second.stderr}"
+    assert second.stdout == first.stdout
 
     # Read back without skopeo: the tag serves the index, byte for byte the digest.
     headers, body = registry_get(registry, f"certctl/manifests/{release.version}",
                                  accept=",".join(INDEX_TYPES))
-    assert f"sha256:{hashlib.sha256(body).hexdigest()}" == release.digest
+    assert sha256(body) == release.digest
     assert headers["Docker-Content-Digest"] == release.digest
     index = json.loads(body)
     assert index["mediaType"] == INDEX_TYPES[0]
     platforms = {}
     for entry in index["manifests"]:
-        _, manifest = registry_get(registry, f"certctl/manifests/{entry['digest']}",
-                                   accept=entry["mediaType"])
-        assert f"sha256:{hashlib.sha256(manifest).hexdigest()}" == entry["digest"]
-        for layer in json.loads(manifest)["layers"] + [json.loads(manifest)["config"]]:
-            _, blob = registry_get(registry, f"certctl/blobs/{layer['digest']}")
-            assert f"sha256:{hashlib.sha256(blob).hexdigest()}" == layer["digest"]
+        _, raw = registry_get(registry, f"certctl/manifests/{entry['digest']}",
+                              accept=entry["mediaType"])
+        assert sha256(raw) == entry["digest"]
+        manifest = json.loads(raw)
+        for blob in manifest["layers"] + [manifest["config"]]:
+            assert sha256(registry_get(registry, f"certctl/blobs/{blob['digest']}")[1]) == \
+                blob["digest"]
         platforms[entry["platform"]["architecture"]] = entry["platform"]["os"]
     assert platforms == {"amd64": "linux", "arm64": "linux"}
 
-    # The chart: its tag, and its one layer is the packaged chart of the release.
+    # The chart: its one tag, and its one layer is the release's packaged chart.
     tags = json.loads(registry_get(registry, "charts/certctl/tags/list")[1])["tags"]
     assert tags == [release.version]
-    _, manifest = registry_get(registry, f"charts/certctl/manifests/{release.version}",
-                               accept="application/vnd.oci.image.manifest.v1+json")
-    [layer] = json.loads(manifest)["layers"]
+    _, raw = registry_get(registry, f"charts/certctl/manifests/{release.version}",
+                          accept="application/vnd.oci.image.manifest.v1+json")
+    [layer] = json.loads(raw)["layers"]
     assert layer["mediaType"] == "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
     with open(os.path.join(release.dir, f"certctl-{release.version}.tgz"), "rb") as f:
-        assert layer["digest"] == f"sha256:{hashlib.sha256(f.read()).hexdigest()}"
-    assert sorted(json.loads(registry_get(registry, "_catalog")[1])["repositories"]) == [
-        "certctl", "charts/certctl"]
+        assert layer["digest"] == sha256(f.read())
+    assert catalog(registry) == ["certctl", "charts/certctl"]
 
 
-def helm_from_registry(tmp_path, cluster, release, values, *extra):
-    """`helm install` of the published chart into the emulator; the Helm result."""
-    helm = Helm(find_helm(), tmp_path / "helm")
-    os.makedirs(helm.home, exist_ok=True)
-    proc = helm.run("install", RELEASE, release.chart, "--version", release.version,
-                    "--plain-http", "--namespace", NS, *extra, values=values,
+def install(helm, cluster, release, name, namespace, values, *extra):
+    """`helm install` of the published chart, by its OCI reference, into the emulator."""
+    proc = helm.run("install", name, release.chart, "--version", release.version,
+                    "--plain-http", "--namespace", namespace, *extra, values=values,
                     kubeconfig=cluster.kubeconfig())
     assert proc.returncode == 0, f"helm install failed:\n{proc.stdout}{proc.stderr}"
-    return helm
-
-
-def targets(cluster):
-    cluster.kubectl("create", "namespace", NS)
-    for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook", ["a.hook.io"]),
-                crd("widgets.hook.io")):
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
 
 def images(pod_spec):
@@ -155,17 +150,17 @@ def images(pod_spec):
             (pod_spec.get("containers") or [])]
 
 
-def test_helm_install_from_the_registry_mode_job(published, registry_release, cluster,
-                                                 kubelet, tmp_path):
-    release = registry_release
-    targets(cluster)
-    helm = helm_from_registry(tmp_path, cluster, release, JOB_VALUES, "--wait", "--timeout",
-                              "25s")
+def installs_mode_job(helm, cluster, kubelet, release):
+    cluster.kubectl("create", "namespace", NS)
+    for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook", ["a.hook.io"]),
+                crd("widgets.hook.io")):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    install(helm, cluster, release, RELEASE, NS, JOB_VALUES, "--wait", "--timeout", "25s")
     secret_job = kubelet.wait_for(f"{RELEASE}-certctl-secret")
     inject_job = kubelet.wait_for(f"{RELEASE}-certctl-inject")
     assert secret_job.succeeded and inject_job.succeeded, (secret_job.runs, inject_job.runs)
     assert [r.user for r in secret_job.runs + inject_job.runs] == [SERVICE_ACCOUNT] * 2
-    assert "created secret/infra/webhook-server-cert" in secret_job.runs[0].stderr
+    assert f"created secret/{NS}/webhook-server-cert" in secret_job.runs[0].stderr
     assert "injected the CA bundle into 2 of 2" in inject_job.runs[0].stderr
     # hook-succeeded: the Jobs are gone; the release record keeps what they were.
     assert json.loads(cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)[
@@ -180,17 +175,15 @@ def test_helm_install_from_the_registry_mode_job(published, registry_release, cl
         assert images(job["spec"]["template"]["spec"]) == [release.image], job["metadata"]
 
 
-def test_helm_install_from_the_registry_mode_sidecar(published, registry_release, cluster,
-                                                     tmp_path):
-    release = registry_release
-    targets(cluster)
+def installs_mode_sidecar(helm, cluster, release):
+    cluster.kubectl("create", "namespace", SIDECAR_NS)
     # No --wait: the emulator stores Deployments but runs no pods.
-    helm_from_registry(tmp_path, cluster, release, SIDECAR_VALUES)
-    assert json.loads(cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)[
+    install(helm, cluster, release, SIDECAR_RELEASE, SIDECAR_NS, SIDECAR_VALUES)
+    assert json.loads(cluster.kubectl("get", "jobs", "-n", SIDECAR_NS, "-o", "json").stdout)[
         "items"] == []
     for kind in ("service", "serviceaccount", "role", "rolebinding"):
-        assert cluster.kubectl("get", kind, "-n", NS, "-o", "name").stdout.strip(), kind
-    pod = json.loads(cluster.kubectl("get", "deployment", "hook", "-n", NS, "-o",
+        assert cluster.kubectl("get", kind, "-n", SIDECAR_NS, "-o", "name").stdout.strip(), kind
+    pod = json.loads(cluster.kubectl("get", "deployment", "hook", "-n", SIDECAR_NS, "-o",
                                      "json").stdout)["spec"]["template"]["spec"]
     # The native sidecar (certctl), then the webhook's own container.
     assert [c["name"] for c in pod["initContainers"]] == ["certctl"]
@@ -220,23 +213,23 @@ def podman(*args, timeout=120):
                           stdin=subprocess.DEVNULL, timeout=timeout)
 
 
-@pytest.mark.parametrize("arch", ["amd64", "arm64"])
-def test_the_published_image_runs_on_each_architecture(published, registry_release, arch):
+def runs_on(arch, release):
+    """`podman pull --arch` of the image by the chart's digest, then `certctl version` run
+    from it; what the pull named is removed again."""
     if arch == "arm64" and binfmt_aarch64() is None:
         pytest.fail("no aarch64 interpreter is registered with binfmt_misc, so the arm64 "
                     "image cannot run here: scripts/setup-arm64.sh registers qemu-user-static")
-    release = registry_release
     pulled = podman("pull", "--quiet", "--tls-verify=false", "--arch", arch, release.image)
     assert pulled.returncode == 0, pulled.stderr
     image_id = pulled.stdout.strip().splitlines()[-1]
     try:
         inspected = json.loads(podman("image", "inspect", image_id).stdout)[0]
-        assert (inspected["Os"], inspected["Architecture"]) == ("linux", arch)
+        assert (inspected["Os"], inspected["Architecture"]) == ("linux", arch), image_id
         assert inspected["Config"]["User"] == "65532:65532"
         # By ID: the reference names whichever architecture was pulled last.
         ran = podman("run", "--rm", "--pull=never", "--network", "none", "--arch", arch,
                      image_id, "version")
-        assert ran.returncode == 0, ran.stderr
+        assert ran.returncode == 0, f"{arch}: {ran.stderr}"
         assert ran.stdout.startswith(f"certctl {release.version} (commit "), ran.stdout
     finally:
         # Untags what the pull named; an image that had no other name goes with it.
