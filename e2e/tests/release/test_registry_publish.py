@@ -71,7 +71,7 @@ def sha256(data):
 # pytest-xdist, tests of one module may run in different workers, each with its own
 # module fixtures: that would build and publish the release once per worker.)
 @pytest.mark.time_limit(900)
-def test_a_release_published_to_a_registry_installs_and_runs(registry, registry_release,
+def test_a_release_published_to_a_registry_installs_and_runs(registry_release, registry,
                                                              cluster, kubelet, tmp_path):
     refuses_a_registry_the_release_was_not_built_for(registry, registry_release)
     pushes_the_index_with_its_digest_and_the_chart(registry, registry_release)
