@@ -1,5 +1,6 @@
 # Where a release of certctl is published: sourced by scripts/release.sh and
-# scripts/publish.sh. To publish to a registry of your own, set CERTCTL_REGISTRY in the
+# scripts/build-image.sh (scripts/publish.sh reads the registry from the chart a release
+# pinned). To publish to a registry of your own, set CERTCTL_REGISTRY in the
 # environment (e.g. CERTCTL_REGISTRY=registry.example.com/platform); the image is then
 # $CERTCTL_REGISTRY/certctl and the chart oci://$CERTCTL_REGISTRY/charts/certctl.
 
