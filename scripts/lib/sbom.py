@@ -340,14 +340,15 @@ def source_tree(cache, name, version):
     return tree if deps and os.path.isfile(os.path.join(tree, "debian", "copyright")) else None
 
 
-def installed_from_source(source, arch):
-    """An installed binary package built from SOURCE (for its copyright file)."""
-    out = run(["dpkg-query", "-W", "-f", "${Package}:${Architecture} ${source:Package}\n"])
-    names = sorted(line.split()[0] for line in out.splitlines()
-                   if len(line.split()) == 2 and line.split()[1] == source)
-    for name in names:
-        if name.endswith((f":{arch}", ":all")):
-            return name
+def installed_from_source(source, version, arch):
+    """An installed binary package built from SOURCE at VERSION (for its copyright file),
+    a -dev package first: the one the build would have compiled against."""
+    out = run(["dpkg-query", "-W", "-f",
+               "${Package}:${Architecture}\t${source:Package}\t${source:Version}\n"])
+    names = [line.split("\t")[0] for line in out.splitlines()
+             if line.split("\t")[1:] == [source, version]]
+    names = [n for n in names if n.endswith((f":{arch}", ":all"))]
+    names.sort(key=lambda n: ("-dev:" not in n, n))
     return names[0] if names else None
 
 
@@ -384,7 +385,7 @@ def describe(library, args, cache, cxx, headers, deps, licences):
             fail(f"deps.txt names no {name}")
         source, version = name, deps[name]
         tree = source_tree(cache, source, version)
-        package = installed_from_source(source, args.arch)
+        package = installed_from_source(source, version, args.arch)
         if tree:
             copyright_path = os.path.join(tree, "debian", "copyright")
             maintainer = control_field(tree, "Maintainer")
@@ -400,7 +401,8 @@ def describe(library, args, cache, cxx, headers, deps, licences):
             maintainer, homepage = info["maintainer"], info["homepage"]
             texts = [(copyright_path, copyright_path)]
         else:
-            fail(f"neither the source tree of {source} {version} nor a package built from it")
+            fail(f"neither the source tree of {source} {version} nor an installed package "
+                 "built from it")
         if library["files"]:
             library_files(library, cache, cxx, headers)  # the build did link it
         origin = (f"built from the Debian source package {source} {version} "
