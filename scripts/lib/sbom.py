@@ -42,11 +42,16 @@ COMMON_LICENSES = "/usr/share/common-licenses"
 # The libraries certctl is made of. kind "archive": files named by the CMake cache;
 # "runtime": archives the compiler links by itself; "header": a header the build compiles;
 # "source": built from the Debian source package of that name (deps.txt).
+# "built_using": the source package whose code a repackaged build carries (Debian's -cross
+# packages are made by cross-toolchain-base and gcc-N-cross from glibc's and gcc-N's code,
+# which their Built-Using field names with its version).
 LIBRARIES = [
-    {"name": "glibc", "kind": "runtime", "files": ["libc.a"], "link": "STATIC_LINK"},
-    {"name": "libstdc++", "kind": "runtime", "files": ["libstdc++.a"], "link": "STATIC_LINK"},
-    {"name": "libgcc", "kind": "runtime", "files": ["libgcc.a", "libgcc_eh.a"],
+    {"name": "glibc", "kind": "runtime", "files": ["libc.a"], "built_using": r"glibc",
      "link": "STATIC_LINK"},
+    {"name": "libstdc++", "kind": "runtime", "files": ["libstdc++.a"],
+     "built_using": r"gcc-\d+", "link": "STATIC_LINK"},
+    {"name": "libgcc", "kind": "runtime", "files": ["libgcc.a", "libgcc_eh.a"],
+     "built_using": r"gcc-\d+", "link": "STATIC_LINK"},
     {"name": "openssl", "kind": "archive",
      "files": ["OPENSSL_SSL_LIBRARY", "OPENSSL_CRYPTO_LIBRARY"], "link": "STATIC_LINK"},
     {"name": "yaml-cpp", "kind": "archive", "files": ["CERTCTL_STATIC_YAML_CPP"],
@@ -164,12 +169,32 @@ def owners(paths, arch):
     return found
 
 
+def check_linked_before(paths, executable):
+    """The files were in place when the executable was linked: a package upgraded since then
+    would make dpkg report a version the executable does not contain. dpkg writes a new
+    file for each it installs, so its inode change time is when it was installed."""
+    linked = os.stat(executable).st_mtime
+    newer = sorted(p for p in paths if os.stat(p).st_ctime > linked)
+    if newer:
+        fail(f"{', '.join(newer[:3])}{' ...' if len(newer) > 3 else ''} changed after "
+             f"{executable} was linked (a package upgrade?): rebuild it, then write its SBOM")
+
+
 def installed(package):
     fields = ["Package", "Architecture", "Version", "source:Package", "source:Version",
-              "Maintainer", "Homepage"]
+              "Maintainer", "Homepage", "Built-Using"]
     out = run(["dpkg-query", "-W", "-f", "\t".join(f"${{{f}}}" for f in fields), package])
     return dict(zip(["package", "arch", "version", "source", "source_version", "maintainer",
-                     "homepage"], out.split("\t")))
+                     "homepage", "built_using"], out.split("\t")))
+
+
+def built_using(info, pattern):
+    """(source, version) of the Built-Using entry whose source matches PATTERN, or None."""
+    for entry in info["built_using"].split(","):
+        match = re.fullmatch(r"\s*(\S+)\s*\(\s*=\s*([^)\s]+)\s*\)\s*", entry)
+        if match and re.fullmatch(pattern, match.group(1)):
+            return match.group(1), match.group(2)
+    return None
 
 
 def doc_name(package):
@@ -342,13 +367,13 @@ def source_tree(cache, name, version):
 
 def installed_from_source(source, version, arch):
     """An installed binary package built from SOURCE at VERSION (for its copyright file),
-    a -dev package first: the one the build would have compiled against."""
+    a -dev package first: the one a build would compile against."""
     out = run(["dpkg-query", "-W", "-f",
                "${Package}:${Architecture}\t${source:Package}\t${source:Version}\n"])
     names = [line.split("\t")[0] for line in out.splitlines()
              if line.split("\t")[1:] == [source, version]]
-    names = [n for n in names if n.endswith((f":{arch}", ":all"))]
-    names.sort(key=lambda n: ("-dev:" not in n, n))
+    # The target's and arch-independent packages first; another arch's has the same file.
+    names.sort(key=lambda n: (not n.endswith((f":{arch}", ":all")), "-dev:" not in n, n))
     return names[0] if names else None
 
 
@@ -404,12 +429,13 @@ def describe(library, args, cache, cxx, headers, deps, licences):
             fail(f"neither the source tree of {source} {version} nor an installed package "
                  "built from it")
         if library["files"]:
-            library_files(library, cache, cxx, headers)  # the build did link it
+            check_linked_before(library_files(library, cache, cxx, headers), args.executable)
         origin = (f"built from the Debian source package {source} {version} "
                   "by scripts/build-static.sh")
         binary = None
     else:
         files = library_files(library, cache, cxx, headers)
+        check_linked_before(files, args.executable)
         found = owners(files, args.arch)
         packages = sorted({found.get(f) for f in files} - {None})
         missing = [f for f in files if f not in found]
@@ -424,8 +450,12 @@ def describe(library, args, cache, cxx, headers, deps, licences):
         maintainer, homepage = info["maintainer"], info["homepage"]
         texts = [(copyright_path, copyright_path)]
         origin = (f"Debian binary package {info['package']}:{info['arch']} {info['version']}, "
-                  f"built from the Debian source package {source} {version}; "
-                  f"files: {', '.join(files)}")
+                  f"built from the Debian source package {source} {version}")
+        carried = built_using(info, library.get("built_using", r"(?!)"))
+        if carried and carried[0] != source:
+            source, version = carried
+            origin += f", using the code of the Debian source package {source} {version}"
+        origin += f"; files: {', '.join(files)}"
     with open(copyright_path, encoding="utf-8", errors="replace") as f:
         declared, holders, comment = copyright_facts(f.read(), name, licences)
     package = {
@@ -502,6 +532,7 @@ def main():
         if binary:
             listed.add(doc_name(binary))
     check_headers(headers, listed, args.arch)
+    check_linked_before(headers, args.executable)
 
     digest = sha256(args.executable)
     certctl = {

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import urllib.parse
 
@@ -20,6 +21,10 @@ from harness.helm import REPO
 from harness.image import STATIC_BINARY
 
 SBOM = os.path.join(REPO, "scripts", "lib", "sbom.py")
+ARM64_BINARY = os.environ.get("CERTCTL_STATIC_ARM64_BINARY",
+                              os.path.join(REPO, "build", "static-arm64", "certctl"))
+LIBRARIES = ["glibc", "libstdc++", "libgcc", "openssl", "yaml-cpp", "curl", "cpp-httplib",
+             "nlohmann-json", "spdlog", "fmt", "CLI11", "tl-expected"]
 VERSION = "0.2.0"
 EPOCH = "1700000000"  # 2023-11-14T22:13:20Z
 
@@ -73,6 +78,26 @@ def dpkg(package, field):
 def purl(source, version):
     return (f"pkg:deb/debian/{source}@{urllib.parse.quote(version, safe=':~')}"
             "?arch=amd64&distro=debian-12")
+
+
+def version_problems(doc, binary):
+    """Packages whose version is not what dpkg reports for the package their sourceInfo names
+    (or, for those built from a Debian source package, not the one deps.txt names)."""
+    with open(os.path.join(os.path.dirname(binary), "deps.txt"), encoding="utf-8") as f:
+        built = dict(line.split() for line in f if line.strip())
+    problems = []
+    for package in doc["packages"]:
+        if package["name"] == "certctl":
+            continue
+        match = re.match(r"Debian binary package (\S+) (\S+),", package.get("sourceInfo", ""))
+        if match:
+            want = dpkg(match.group(1), "Version")
+            if not package["versionInfo"] == match.group(2) == want:
+                problems.append(f"{package['name']}: {package['versionInfo']}, dpkg: {want}")
+        elif package["versionInfo"] != built.get(package["name"]):
+            problems.append(f"{package['name']}: {package['versionInfo']}, deps.txt: "
+                            f"{built.get(package['name'])}")
+    return problems
 
 
 def run_sbom(binary, out_dir, arch="amd64"):
@@ -196,8 +221,9 @@ def spdx_problems(doc):
 
 
 def test_follows_spdx_2_3(generated):
-    _, doc, _, _ = generated
+    binary, doc, _, _ = generated
     assert spdx_problems(doc) == []
+    assert version_problems(doc, binary) == []
 
 
 def test_the_validator_catches_broken_documents(generated):
@@ -240,6 +266,7 @@ def test_every_library_at_its_installed_debian_version(generated):
         built = dict(line.split() for line in f if line.strip())
     linked = {r["relatedSpdxElement"]: r["relationshipType"] for r in doc["relationships"]
               if r["spdxElementId"] == "SPDXRef-Package-certctl"}
+    assert sorted(expected_libraries()) == sorted(LIBRARIES)
     for name, binary_package in expected_libraries().items():
         assert name in packages, f"{name} is missing"
         package = packages[name]
@@ -339,3 +366,46 @@ def test_a_library_left_out_is_refused(generated, tmp_path):
     assert done.returncode != 0
     assert "libexpected-dev (/usr/include/tl/expected.hpp)" in done.stderr, done.stderr
     assert not (tmp_path / "sbom.json").exists()
+
+
+def test_refuses_an_executable_older_than_its_libraries(generated, tmp_path):
+    """An executable linked before a library's package was upgraded does not contain the
+    version dpkg now reports: no document is written for it."""
+    binary, _, _, _ = generated
+    old = tmp_path / "old"
+    old.mkdir()
+    shutil.copy(binary, old / "certctl")
+    shutil.copy(os.path.join(os.path.dirname(binary), "deps.txt"), old / "deps.txt")
+    os.utime(old / "certctl", (1_000_000_000, 1_000_000_000))  # 2001
+    env = dict(os.environ, SOURCE_DATE_EPOCH=EPOCH)
+    done = subprocess.run(
+        ["/usr/bin/python3", SBOM, "--arch", "amd64", "--executable", str(old / "certctl"),
+         "--build-dir", os.path.dirname(binary), "--version", VERSION,
+         "--out", str(tmp_path / "sbom.json"), "--licenses-dir", str(tmp_path / "licenses")],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode != 0
+    assert "was linked (a package upgrade?)" in done.stderr, done.stderr
+    assert not (tmp_path / "sbom.json").exists()
+
+
+def test_arm64_executable(tmp_path):
+    """build/static-arm64/certctl, cross-built: the same rules, every library, each at the
+    version dpkg reports for the package (or the -cross package) its files came from."""
+    if not os.path.isfile(ARM64_BINARY):
+        pytest.skip(f"{ARM64_BINARY} not built (scripts/build-static.sh --arch arm64)")
+    done, out, licenses = run_sbom(ARM64_BINARY, str(tmp_path), arch="arm64")
+    assert done.returncode == 0, done.stderr
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f)
+    assert spdx_problems(doc) == []
+    assert version_problems(doc, ARM64_BINARY) == []
+    packages = {p["name"]: p for p in doc["packages"]}
+    assert sorted(packages) == sorted(LIBRARIES + ["certctl"])
+    for package in packages.values():
+        for ref in package.get("externalRefs", []):
+            assert ref["referenceLocator"].endswith("?arch=arm64&distro=debian-12"), ref
+        name = re.sub(r"[^a-z0-9.+-]", "-", package["name"].lower())
+        assert os.path.getsize(os.path.join(licenses, f"{name}.txt")) > 0, name
+    # The cross C library is Debian's glibc, whichever package holds it.
+    assert packages["glibc"]["externalRefs"][0]["referenceLocator"].startswith(
+        "pkg:deb/debian/glibc@")
