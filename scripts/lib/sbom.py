@@ -24,6 +24,7 @@ Only Debian's python3 and its standard library are needed.
 
 import argparse
 import datetime
+import gzip
 import hashlib
 import json
 import os
@@ -358,11 +359,70 @@ def read_deps(executable):
 
 
 def source_tree(cache, name, version):
-    """The Debian source tree the build fetched (build/deps/src/NAME-VERSION), if present."""
+    """The Debian source tree the build fetched (a folder src/NAME-VERSION beside libcurl's
+    build, whichever way it is reached: the prefix's link or the folder it points to, or
+    the build cache), if present."""
     curl = cache.get("CERTCTL_STATIC_CURL", "")
-    deps = os.path.dirname(os.path.dirname(os.path.dirname(curl))) if curl else ""
-    tree = os.path.join(deps, "src", f"{name}-{version}")
-    return tree if deps and os.path.isfile(os.path.join(tree, "debian", "copyright")) else None
+    starts = [curl, os.path.realpath(curl)] if curl else []
+    cache_dir = os.environ.get("CERTCTL_CACHE_DIR",
+                               os.path.join(os.path.expanduser("~"), ".cache", "certctl"))
+    candidates = [os.path.join(cache_dir, "deps")]
+    for start in starts:
+        folder = os.path.dirname(start)
+        while folder not in ("/", ""):
+            candidates.append(folder)
+            folder = os.path.dirname(folder)
+    for folder in candidates:
+        tree = os.path.join(folder, "src", f"{name}-{version}")
+        if os.path.isfile(os.path.join(tree, "debian", "copyright")):
+            return tree
+    return None
+
+
+def unpacked_package(path, arch):
+    """For a file of a Debian package unpacked rather than installed (`dpkg-deb -x`): the
+    package as installed() describes one, from the tree's usr/share/doc/PACKAGE, whose
+    changelog names the source and the versions; None when the file is not in such a tree."""
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
+    while folder not in ("/", ""):
+        doc = os.path.join(folder, "usr", "share", "doc")
+        if real.startswith(os.path.join(folder, "usr") + "/") and os.path.isdir(doc):
+            names = sorted(n for n in os.listdir(doc)
+                           if os.path.isfile(os.path.join(doc, n, "copyright")))
+            if len(names) == 1:
+                return changelog_package(os.path.join(doc, names[0]), names[0], folder, arch)
+            return None
+        folder = os.path.dirname(folder)
+    return None
+
+
+def changelog_package(doc, name, tree, arch):
+    """The package NAME of ARCH unpacked at TREE: its versions and source from its Debian
+    changelogs in DOC (a binary-only upload's entry is in changelog.Debian.ARCH.gz), its
+    maintainer and homepage from apt's record of that version."""
+    entries = []
+    for changelog in (f"changelog.Debian.{arch}.gz", "changelog.Debian.gz"):
+        if os.path.isfile(os.path.join(doc, changelog)):
+            with gzip.open(os.path.join(doc, changelog), "rt", encoding="utf-8",
+                           errors="replace") as f:
+                for line in f:
+                    match = re.match(r"(\S+) \(([^)\s]+)\) [^;]*;(.*)$", line)
+                    if match:
+                        entries.append(match.groups())
+    if not entries:
+        return None
+    # A binary-only upload rebuilds the source version of the first entry after it.
+    source = next((e for e in entries if "binary-only=yes" not in e[2]), entries[0])
+    info = {"package": name, "arch": arch, "version": entries[0][1], "source": source[0],
+            "source_version": source[1], "maintainer": "", "homepage": "", "built_using": "",
+            "doc": doc, "tree": tree}
+    record = run(["apt-cache", "show", f"{name}:{arch}={info['version']}"], check=False)
+    for field in ("Maintainer", "Homepage"):
+        match = re.search(rf"^{field}: (.+)$", record, re.MULTILINE)
+        if match:
+            info[field.lower()] = match.group(1).strip()
+    return info
 
 
 def installed_from_source(source, version, arch):
@@ -437,20 +497,29 @@ def describe(library, args, cache, cxx, headers, deps, licences):
         files = library_files(library, cache, cxx, headers)
         check_linked_before(files, args.executable)
         found = owners(files, args.arch)
-        packages = sorted({found.get(f) for f in files} - {None})
-        missing = [f for f in files if f not in found]
-        if missing:
-            fail(f"no installed package owns {', '.join(missing)}")
-        if len(packages) != 1:
-            fail(f"{name}: {', '.join(files)} belong to several packages: {packages}")
-        binary = packages[0]
-        info = installed(binary)
+        if all(f in found for f in files):
+            packages = sorted({found[f] for f in files})
+            if len(packages) != 1:
+                fail(f"{name}: {', '.join(files)} belong to several packages: {packages}")
+            binary = packages[0]
+            info = installed(binary)
+            copyright_path = f"/usr/share/doc/{doc_name(binary)}/copyright"
+            where = ""
+        else:
+            # A package of another architecture that cannot be installed beside this one's
+            # is unpacked by the build instead (arm64's libyaml-cpp-dev).
+            unpacked = [unpacked_package(f, args.arch) for f in files]
+            if None in unpacked or len({u["tree"] for u in unpacked}) != 1:
+                fail(f"no installed package owns {', '.join(f for f in files if f not in found)}")
+            info = unpacked[0]
+            binary = info["package"]
+            copyright_path = os.path.join(info["doc"], "copyright")
+            where = f" (unpacked at {info['tree']}, not installed)"
         source, version = info["source"], info["source_version"]
-        copyright_path = f"/usr/share/doc/{doc_name(binary)}/copyright"
         maintainer, homepage = info["maintainer"], info["homepage"]
         texts = [(copyright_path, copyright_path)]
-        origin = (f"Debian binary package {info['package']}:{info['arch']} {info['version']}, "
-                  f"built from the Debian source package {source} {version}")
+        origin = (f"Debian binary package {info['package']}:{info['arch']} {info['version']}"
+                  f"{where}, built from the Debian source package {source} {version}")
         carried = built_using(info, library.get("built_using", r"(?!)"))
         if carried and carried[0] != source:
             source, version = carried

@@ -89,9 +89,13 @@ def version_problems(doc, binary):
     for package in doc["packages"]:
         if package["name"] == "certctl":
             continue
-        match = re.match(r"Debian binary package (\S+) (\S+),", package.get("sourceInfo", ""))
+        match = re.match(r"Debian binary package (\S+) (\S+)( \(unpacked at [^)]*\))?,",
+                         package.get("sourceInfo", ""))
         if match:
-            want = dpkg(match.group(1), "Version")
+            # An unpacked package of another architecture is taken at the version installed
+            # for this one (scripts/build-static.sh).
+            installed = match.group(1).split(":")[0] if match.group(3) else match.group(1)
+            want = dpkg(installed, "Version")
             if not package["versionInfo"] == match.group(2) == want:
                 problems.append(f"{package['name']}: {package['versionInfo']}, dpkg: {want}")
         elif package["versionInfo"] != built.get(package["name"]):
