@@ -13,9 +13,11 @@ files, Debian packages, versions, licences and copyright come from the build and
   - header-only libraries: the headers the build compiled (`ninja -t deps`);
   - libraries built from a Debian source package (libcurl, cpp-httplib's header): the
     `deps.txt` next to the executable, and their source trees under the build's deps folder;
-then `dpkg -S` names the package owning each file and `dpkg-query` its source and version.
+then `dpkg -S` names the package owning each file and `dpkg-query` its source and version
+(a package the build unpacked rather than installed is read from its unpacked tree).
 Every system header the build compiled must belong to a package listed here (or be a kernel
-interface header), so a library added to the build cannot be left out of the document.
+interface header), so a library added to the build cannot be left out of the document; and
+no file may have changed since the executable was linked, so the versions are the ones in it.
 
 The output depends only on its inputs: `created` is SOURCE_DATE_EPOCH when it is set, and the
 document namespace is derived from the version, the architecture and the executable's SHA-256.
