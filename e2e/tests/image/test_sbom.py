@@ -70,9 +70,15 @@ def expected_libraries():
     }
 
 
-def dpkg(package, field):
-    return subprocess.run(["dpkg-query", "-W", "-f", f"${{{field}}}", package],
-                          capture_output=True, text=True, check=True).stdout
+def dpkg(package, field, arch="amd64"):
+    """A field of an installed package; of a package installed for several architectures
+    (libssl-dev:amd64 and :arm64), the one of ARCH (or arch-independent)."""
+    out = subprocess.run(["dpkg-query", "-W", "-f", f"${{Architecture}}\t${{{field}}}\n",
+                          package], capture_output=True, text=True, check=True).stdout
+    rows = [line.split("\t", 1) for line in out.splitlines()]
+    chosen = [value for a, value in rows if a in (arch, "all")] or [value for _, value in rows]
+    assert len(chosen) == 1, (package, rows)
+    return chosen[0]
 
 
 def purl(source, version):
