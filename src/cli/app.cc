@@ -22,6 +22,15 @@
 namespace certctl::cli {
 namespace {
 
+// The command as the user typed it: the program name (the app's) and the parsed subcommand.
+std::string CommandOf(const CLI::App& app) {
+  std::string command = app.get_name();
+  for (const CLI::App* sub : app.get_subcommands()) {
+    command += " " + sub->get_name();
+  }
+  return command;
+}
+
 // CLI11 reports usage errors over two lines; the contract wants one, naming the command.
 int ReportParseError(const CLI::App& app, const CLI::ParseError& error, bool json_report) {
   if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
@@ -29,10 +38,7 @@ int ReportParseError(const CLI::App& app, const CLI::ParseError& error, bool jso
     std::cout << app.help();
     return kExitOk;
   }
-  std::string command = "certctl";
-  for (const CLI::App* sub : app.get_subcommands()) {
-    command += " " + sub->get_name();
-  }
+  const std::string command = CommandOf(app);
   const std::string message = std::string(error.what()) + " (see '" + command + " --help')";
   std::cerr << command << ": " << message << "\n";
   if (json_report) {
@@ -60,12 +66,12 @@ std::vector<std::string> ArgumentsForParsing(int argc, char** argv) {
 
 }  // namespace
 
-int Main(int argc, char** argv) {
+int Main(const std::string& program, int argc, char** argv) {
   CLI::App app(
       "certctl keeps the TLS trust between the Kubernetes API server and an admission "
       "webhook alive: it creates and validates the webhook's certificates and injects "
       "the CA bundle.",
-      "certctl");
+      program);
   app.require_subcommand(1);
   app.fallthrough();
   app.set_help_all_flag("--help-all", "Show help for every command");
@@ -96,18 +102,15 @@ int Main(int argc, char** argv) {
   try {
     app.parse(ArgumentsForParsing(argc, argv));
   } catch (const CLI::CallForHelp&) {
-    const CLI::App* target = &app;
-    for (const CLI::App* sub : app.get_subcommands()) {
-      target = sub;
-    }
-    std::cout << target->help();
+    // The help of the command named last, its usage line starting with the program name.
+    std::cout << app.help();
     return kExitOk;
   } catch (const CLI::ParseError& error) {
     return ReportParseError(app, error, CheckWantsJson(argc, argv));
   }
 
   if (auto configured = SetupLogging(logging); !configured) {
-    std::cerr << "certctl: " << configured.error().message() << "\n";
+    std::cerr << program << ": " << configured.error().message() << "\n";
     if (check_command->parsed() && check.output == "json") {
       PrintCheckError(configured.error().message());
     }
@@ -116,23 +119,24 @@ int Main(int argc, char** argv) {
 
   const SystemClock clock;
   const SystemEnvironment env;
+  const std::string command = CommandOf(app);
   if (generate_command->parsed()) {
-    return RunGenerate(generate, clock);
+    return RunGenerate(generate, command, clock);
   }
   if (check_command->parsed()) {
-    return RunCheck(check, env, clock);
+    return RunCheck(check, command, env, clock);
   }
   if (wait_command->parsed()) {
-    return RunWait(wait, clock);
+    return RunWait(wait, command, clock);
   }
   if (job_command->parsed()) {
-    return RunJob(job, env, clock);
+    return RunJob(job, command, env, clock);
   }
   if (run_command->parsed()) {
-    return RunController(run, env, clock);
+    return RunController(run, command, env, clock);
   }
   if (rotate_command->parsed()) {
-    return RunRotate(rotate, env, clock);
+    return RunRotate(rotate, command, env, clock);
   }
   if (version_command->parsed()) {
     return RunVersion(version);

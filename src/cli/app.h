@@ -1,9 +1,12 @@
 #pragma once
 
+#include <string>
+
 namespace certctl::cli {
 
 // The whole command line: parses argv, sets up logging, runs one subcommand and returns
-// the process exit code.
-int Main(int argc, char** argv);
+// the process exit code. `program` (ProgramName) is the name help, usage lines and messages
+// give: "certctl", or "kubectl certctl" when run as the kubectl plugin.
+int Main(const std::string& program, int argc, char** argv);
 
 }  // namespace certctl::cli

@@ -16,8 +16,8 @@ namespace {
 
 // With -o json stdout is one JSON document whatever happens, so a `| jq` pipeline reads
 // the failure too; stderr keeps the human line.
-int CouldNotRun(const std::string& message, const std::string& output) {
-  std::cerr << "certctl check: " << message << "\n";
+int CouldNotRun(const std::string& command, const std::string& message, const std::string& output) {
+  std::cerr << command << ": " << message << "\n";
   if (output == "json") {
     PrintCheckError(message);
   }
@@ -85,9 +85,10 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
   return command;
 }
 
-int RunCheck(const CheckOptions& options, const Environment& env, const Clock& clock) {
+int RunCheck(const CheckOptions& options, const std::string& command, const Environment& env,
+             const Clock& clock) {
   const auto could_not_run = [&](const std::string& message) {
-    return CouldNotRun(message, options.output);
+    return CouldNotRun(command, message, options.output);
   };
   const bool from_files = !options.cert_dir.empty() || !options.cert_file.empty();
   std::optional<Cluster> cluster;

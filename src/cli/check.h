@@ -43,6 +43,7 @@ void PrintCheckError(const std::string& message);
 
 // Exit 0 healthy, 1 findings, 2 could not run (bad flags, unreadable file, API unreachable,
 // unauthorized or forbidden).
-int RunCheck(const CheckOptions& options, const Environment& env, const Clock& clock);
+int RunCheck(const CheckOptions& options, const std::string& command, const Environment& env,
+             const Clock& clock);
 
 }  // namespace certctl::cli

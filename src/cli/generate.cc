@@ -72,27 +72,27 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options) {
   return command;
 }
 
-int RunGenerate(const GenerateOptions& options, const Clock& clock) {
+int RunGenerate(const GenerateOptions& options, const std::string& command, const Clock& clock) {
   if (options.out_dir.empty() && options.output.empty()) {
-    std::cerr << "certctl generate: nothing to do: give --out-dir DIR and/or -o secret\n";
+    std::cerr << command << ": nothing to do: give --out-dir DIR and/or -o secret\n";
     return kExitUsage;
   }
   const pki::ServiceIdentity identity = ResolveIdentity(options.identity);
   if (auto valid = pki::ValidateIdentity(identity); !valid) {
-    std::cerr << "certctl generate: " << valid.error().message() << "\n";
+    std::cerr << command << ": " << valid.error().message() << "\n";
     return kExitUsage;
   }
 
   const TimePoint now = clock.Now();
   auto ca = pki::IssueCa(MakeCaRequest(options.issuance, identity), now);
   if (!ca) {
-    std::cerr << "certctl generate: " << ca.error().Wrap("create CA").message() << "\n";
+    std::cerr << command << ": " << ca.error().Wrap("create CA").message() << "\n";
     return kExitFailed;
   }
   const pki::LeafRequest leaf_request = MakeLeafRequest(options.issuance, identity);
   auto leaf = pki::IssueLeaf(leaf_request, *ca, now);
   if (!leaf) {
-    std::cerr << "certctl generate: " << leaf.error().Wrap("create server certificate").message()
+    std::cerr << command << ": " << leaf.error().Wrap("create server certificate").message()
               << "\n";
     return kExitFailed;
   }
@@ -100,7 +100,7 @@ int RunGenerate(const GenerateOptions& options, const Clock& clock) {
   auto leaf_key = leaf->key.ToPem();
   if (!ca_key || !leaf_key) {
     const Error& error = !ca_key ? ca_key.error() : leaf_key.error();
-    std::cerr << "certctl generate: " << error.Wrap("encode private key").message() << "\n";
+    std::cerr << command << ": " << error.Wrap("encode private key").message() << "\n";
     return kExitFailed;
   }
   const PairFiles files{ca->certificate.ToPem(), *ca_key, leaf->certificate.ToPem(), *leaf_key};
@@ -115,7 +115,7 @@ int RunGenerate(const GenerateOptions& options, const Clock& clock) {
     auto written = WritePairToDir(options.out_dir, files,
                                   options.force ? Overwrite::kAllow : Overwrite::kRefuse);
     if (!written) {
-      std::cerr << "certctl generate: " << written.error().message() << "\n";
+      std::cerr << command << ": " << written.error().message() << "\n";
       return kExitFailed;
     }
     spdlog::info("wrote ca.crt, ca.key, tls.crt, tls.key to {}", options.out_dir);

@@ -22,6 +22,6 @@ struct GenerateOptions {
 CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options);
 
 // Offline: a new CA and server certificate, written as files and/or printed as a Secret.
-int RunGenerate(const GenerateOptions& options, const Clock& clock);
+int RunGenerate(const GenerateOptions& options, const std::string& command, const Clock& clock);
 
 }  // namespace certctl::cli

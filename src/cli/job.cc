@@ -16,8 +16,8 @@
 namespace certctl::cli {
 namespace {
 
-int Failed(const std::string& message) {
-  std::cerr << "certctl job: " << message << "\n";
+int Failed(const std::string& command, const std::string& message) {
+  std::cerr << command << ": " << message << "\n";
   return kExitFailed;
 }
 
@@ -140,26 +140,28 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
   return command;
 }
 
-int RunJob(const JobOptions& options, const Environment& env, const Clock& clock) {
+int RunJob(const JobOptions& options, const std::string& command, const Environment& env,
+           const Clock& clock) {
   const bool ensure = options.phase != "inject";
   const bool inject = options.phase != "secret";
   if (inject && options.targets.empty()) {
-    std::cerr << "certctl job: the " << options.phase
+    std::cerr << command << ": the " << options.phase
               << " phase needs a target: --validating-webhook, --mutating-webhook, --crd, "
                  "--apiservice or --webhook-selector\n";
     return kExitUsage;
   }
   if (auto valid = CheckValidities(options.secret); !valid) {
-    std::cerr << "certctl job: " << valid.error().message() << "\n";
+    std::cerr << command << ": " << valid.error().message() << "\n";
     return kExitUsage;
   }
   auto serving_address = ParseServingAddress(options.serving_addr);
   if (!serving_address) {
-    std::cerr << "certctl job: " << serving_address.error().message() << "\n";
+    std::cerr << command << ": " << serving_address.error().message() << "\n";
     return kExitUsage;
   }
   if (!inject && (*serving_address || !options.failure_policy_once_ready.empty())) {
-    std::cerr << "certctl job: --serving-addr and --failure-policy-once-ready belong to the "
+    std::cerr << command
+              << ": --serving-addr and --failure-policy-once-ready belong to the "
                  "inject phase (--phase inject or all), when the targets hold the bundle\n";
     return kExitUsage;
   }
@@ -171,11 +173,11 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   auto cluster = ConnectUntil(options.connection, options.secret.identity.namespace_name, env,
                               clock, deadline);
   if (!cluster) {
-    return Failed(cluster.error().message());
+    return Failed(command, cluster.error().message());
   }
   auto made = MakeSecretSpec(options.secret, cluster->ns);
   if (!made) {
-    std::cerr << "certctl job: " << made.error().message() << "\n";
+    std::cerr << command << ": " << made.error().message() << "\n";
     return kExitUsage;
   }
   const controller::SecretSpec& spec = *made;
@@ -204,7 +206,7 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   };
   auto outcome = controller::Converge(*cluster->client, spec, options.targets, converge, clock);
   if (!outcome) {
-    return Failed(outcome.error().message());
+    return Failed(command, outcome.error().message());
   }
   if (outcome->rotation.phase == controller::RotationPhase::kTrusting) {
     spdlog::info(
@@ -218,8 +220,9 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
     const std::vector<Finding> findings =
         controller::CallFindings(*injected_targets, *outcome->validation.leaf);
     if (!findings.empty()) {
-      return Failed("the CA bundle is injected, but the API server cannot call every target: " +
-                    JoinFindings(findings));
+      return Failed(command,
+                    "the CA bundle is injected, but the API server cannot call every target: " +
+                        JoinFindings(findings));
     }
   }
   if (*serving_address) {
@@ -227,9 +230,10 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
     if (auto served =
             WaitForServing(**serving_address, server_name, outcome->ca_bundle, deadline, clock);
         !served) {
-      return Failed("the webhook at " + FormatHostPort(**serving_address) +
-                    " did not verify against the injected caBundle within " +
-                    FormatDuration(options.wait_for_targets) + ": " + served.error().message());
+      return Failed(command, "the webhook at " + FormatHostPort(**serving_address) +
+                                 " did not verify against the injected caBundle within " +
+                                 FormatDuration(options.wait_for_targets) + ": " +
+                                 served.error().message());
     }
     spdlog::info("the webhook at {} verifies against the injected caBundle for {} ({})",
                  FormatHostPort(**serving_address), server_name, took());
@@ -239,7 +243,7 @@ int RunJob(const JobOptions& options, const Environment& env, const Clock& clock
   if (!options.failure_policy_once_ready.empty() && injected_targets) {
     auto closed = controller::FailClosed(*cluster->client, *injected_targets);
     if (!closed) {
-      return Failed(closed.error().message());
+      return Failed(command, closed.error().message());
     }
     if (closed->entries == 0) {
       spdlog::info("every webhook entry already has failurePolicy Fail ({})", took());

@@ -30,6 +30,7 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options);
 
 // The Helm hook: ensure the Secret (phase secret), inject its CA bundle (phase inject), or
 // both. Exit 0 on success, 1 with one line naming the object and the reason otherwise.
-int RunJob(const JobOptions& options, const Environment& env, const Clock& clock);
+int RunJob(const JobOptions& options, const std::string& command, const Environment& env,
+           const Clock& clock);
 
 }  // namespace certctl::cli

@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "certctl/controller/converge.h"
 #include "certctl/controller/rotation.h"
@@ -21,12 +22,24 @@ namespace {
 using Json = nlohmann::json;
 constexpr std::chrono::milliseconds kPollInterval{100};
 
-void Say(const std::string& message) { std::cout << "certctl rotate: " << message << std::endl; }
+// What rotate prints, each line after the command as the user typed it: progress on stdout,
+// the reason it failed on stderr.
+class Reporter {
+ public:
+  explicit Reporter(std::string command) : command_(std::move(command)) {}
 
-int Failed(const std::string& message) {
-  std::cerr << "certctl rotate: " << message << "\n";
-  return kExitFailed;
-}
+  void Say(const std::string& message) const {
+    std::cout << command_ << ": " << message << std::endl;
+  }
+
+  int Failed(const std::string& message) const {
+    std::cerr << command_ << ": " << message << "\n";
+    return kExitFailed;
+  }
+
+ private:
+  std::string command_;
+};
 
 // What `rotate` watches in the Secret: the request, the phase, and which CA and leaf it holds.
 struct Snapshot {
@@ -73,13 +86,16 @@ std::string Until(const controller::RotationState& rotation) {
 // Prints each step of a CA rotation as it is seen in the Secret.
 class Progress {
  public:
+  explicit Progress(const Reporter& reporter) : reporter_(reporter) {}
+
   void Show(const Snapshot& now) {
     if (now.rotation.phase == shown_) {
       return;
     }
     switch (now.rotation.phase) {
       case controller::RotationPhase::kTrusting:
-        Say("step 1 of 3: a new CA is stored next to the current one and injected into every "
+        reporter_.Say(
+            "step 1 of 3: a new CA is stored next to the current one and injected into every "
             "target; the server certificate stays with the current CA until they all trust it");
         break;
       case controller::RotationPhase::kOverlapping:
@@ -88,18 +104,20 @@ class Progress {
           trusting.rotation.phase = controller::RotationPhase::kTrusting;
           Show(trusting);
         }
-        Say("step 2 of 3: the server certificate is issued by the new CA; the previous CA stays "
+        reporter_.Say(
+            "step 2 of 3: the server certificate is issued by the new CA; the previous CA stays "
             "trusted until " +
             Until(now.rotation));
         break;
       case controller::RotationPhase::kNone:
-        Say("step 3 of 3: the previous CA left the bundle");
+        reporter_.Say("step 3 of 3: the previous CA left the bundle");
         break;
     }
     shown_ = now.rotation.phase;
   }
 
  private:
+  const Reporter& reporter_;
   controller::RotationPhase shown_ = controller::RotationPhase::kNone;
 };
 
@@ -132,7 +150,7 @@ CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options) {
                     "Return once the server certificate is issued by the new CA (or re-issued) "
                     "and every target trusts it, printing each step");
   AddDurationFlag(*command, "--controller-timeout", options.controller_timeout,
-                  "How long a running controller has to take the request before certctl rotate "
+                  "How long a running controller has to take the request before this command "
                   "carries it out itself",
                   /*allow_zero=*/true);
   AddDurationFlag(*command, "--timeout", options.timeout,
@@ -143,16 +161,18 @@ CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options) {
   return command;
 }
 
-int RunRotate(const RotateOptions& options, const Environment& env, const Clock& clock) {
+int RunRotate(const RotateOptions& options, const std::string& command, const Environment& env,
+              const Clock& clock) {
+  const Reporter reporter(command);
   if (auto valid = CheckValidities(options.secret); !valid) {
-    std::cerr << "certctl rotate: " << valid.error().message() << "\n";
+    std::cerr << command << ": " << valid.error().message() << "\n";
     return kExitUsage;
   }
   const TimePoint deadline = SaturatingAdd(clock.Now(), options.timeout);
   auto cluster = ConnectUntil(options.connection, options.secret.identity.namespace_name, env,
                               clock, deadline);
   if (!cluster) {
-    return Failed(cluster.error().message());
+    return reporter.Failed(cluster.error().message());
   }
   // Where the Secret is; what it must hold is only needed to rotate without a controller.
   controller::SecretSpec spec;
@@ -163,9 +183,9 @@ int RunRotate(const RotateOptions& options, const Environment& env, const Clock&
 
   auto before = Read(client, spec);
   if (!before) {
-    return Failed(before.error().code() == ErrorCode::kNotFound
-                      ? object + " does not exist: there is nothing to rotate"
-                      : before.error().message());
+    return reporter.Failed(before.error().code() == ErrorCode::kNotFound
+                               ? object + " does not exist: there is nothing to rotate"
+                               : before.error().message());
   }
   const auto request =
       options.ca ? controller::RotationRequest::kCa : controller::RotationRequest::kLeaf;
@@ -173,24 +193,25 @@ int RunRotate(const RotateOptions& options, const Environment& env, const Clock&
   // leaf, and with none running this command carries that rotation on instead of starting one.
   auto marked = controller::RequestRotation(client, spec.ns, spec.name, request);
   if (!marked) {
-    return Failed(marked.error().message());
+    return reporter.Failed(marked.error().message());
   }
   if (options.ca && before->rotation.phase == controller::RotationPhase::kTrusting) {
-    Say("a CA rotation of " + object +
+    reporter.Say(
+        "a CA rotation of " + object +
         " is already under way (step 1 stored); asked to carry it on with the CA stored then");
   } else {
-    Say(std::string("asked for a new ") + (options.ca ? "CA" : "server certificate") + " in " +
-        object);
+    reporter.Say(std::string("asked for a new ") + (options.ca ? "CA" : "server certificate") +
+                 " in " + object);
   }
 
   // A running controller watches the Secret and takes the request at once.
   const TimePoint taken_by = SaturatingAdd(clock.Now(), options.controller_timeout);
   std::optional<Snapshot> now;
-  Progress progress;
+  Progress progress(reporter);
   for (;;) {
     auto read = Read(client, spec);
     if (!read) {
-      return Failed(read.error().message());
+      return reporter.Failed(read.error().message());
     }
     now = std::move(*read);
     if (options.ca) {
@@ -205,61 +226,61 @@ int RunRotate(const RotateOptions& options, const Environment& env, const Clock&
   if (now->rotation.requested != controller::RotationRequest::kNone) {
     // Nobody took it: carry it out here, with the same steps and checks.
     if (options.ca && options.targets.empty()) {
-      return Failed(
+      return reporter.Failed(
           "no controller took the request within " + FormatDuration(options.controller_timeout) +
           ", and without targets (--validating-webhook, --mutating-webhook, --crd, --apiservice "
           "or --webhook-selector) the new CA cannot be injected from here; the request stays on " +
           object + " for the next certctl job or run");
     }
     if (options.secret.identity.service.empty()) {
-      return Failed("no controller took the request within " +
-                    FormatDuration(options.controller_timeout) +
-                    "; to rotate here, give --service and the other flags certctl job or run use "
-                    "for " +
-                    object + "; the request stays on it for the next certctl job or run");
+      return reporter.Failed(
+          "no controller took the request within " + FormatDuration(options.controller_timeout) +
+          "; to rotate here, give --service and the other flags certctl job or run use "
+          "for " +
+          object + "; the request stays on it for the next certctl job or run");
     }
     auto made = MakeSecretSpec(options.secret, cluster->ns);
     if (!made) {
-      std::cerr << "certctl rotate: " << made.error().message() << "\n";
+      std::cerr << command << ": " << made.error().message() << "\n";
       return kExitUsage;
     }
     spec = std::move(*made);
-    Say("no controller took the request within " + FormatDuration(options.controller_timeout) +
-        "; rotating here");
+    reporter.Say("no controller took the request within " +
+                 FormatDuration(options.controller_timeout) + "; rotating here");
     controller::ConvergeOptions converge;
     converge.inject = !options.targets.empty();
     converge.inject_options.deadline = deadline;
     converge.inject_options.wait_for_targets = options.timeout;
     converge.on_secret = [&](const controller::SecretOutcome& outcome) {
       if (outcome.action == controller::SecretAction::kLeafReissued) {
-        Say("re-issued the server certificate");
+        reporter.Say("re-issued the server certificate");
       } else if (outcome.action == controller::SecretAction::kCaReplaced) {
-        Say("replaced the CA and the server certificate at once: " + outcome.reason);
+        reporter.Say("replaced the CA and the server certificate at once: " + outcome.reason);
       } else if (outcome.action != controller::SecretAction::kNone) {
         progress.Show(Snapshot{outcome.rotation, "", "", 0});
       }
     };
     converge.on_inject = [&](const controller::InjectOutcome& outcome) {
       if (outcome.patched_objects > 0) {
-        Say("injected the CA bundle into " + std::to_string(outcome.patched_slots) + " of " +
-            std::to_string(outcome.slots) + " caBundle(s)");
+        reporter.Say("injected the CA bundle into " + std::to_string(outcome.patched_slots) +
+                     " of " + std::to_string(outcome.slots) + " caBundle(s)");
       }
     };
     auto outcome = controller::Converge(client, spec, options.targets, converge, clock);
     if (!outcome) {
-      return Failed(outcome.error().message());
+      return reporter.Failed(outcome.error().message());
     }
     if (outcome->rotation.phase == controller::RotationPhase::kTrusting) {
-      return Failed(
+      return reporter.Failed(
           "the new CA is trusted by no target yet; the next certctl job or run "
           "continues the rotation");
     }
-    Say("done");
+    reporter.Say("done");
     return kExitOk;
   }
 
   if (!options.wait) {
-    Say("a controller took the request");
+    reporter.Say("a controller took the request");
     return kExitOk;
   }
   for (;;) {
@@ -267,18 +288,20 @@ int RunRotate(const RotateOptions& options, const Environment& env, const Clock&
       progress.Show(*now);
     }
     if (Done(*before, *now, options.ca)) {
-      Say(options.ca ? "done: the server certificate is issued by the new CA, which every target "
-                       "trusts"
-                     : "done: the server certificate was re-issued");
+      reporter.Say(options.ca
+                       ? "done: the server certificate is issued by the new CA, which every target "
+                         "trusts"
+                       : "done: the server certificate was re-issued");
       return kExitOk;
     }
     if (clock.Now() >= deadline) {
-      return Failed("the rotation did not finish within " + FormatDuration(options.timeout));
+      return reporter.Failed("the rotation did not finish within " +
+                             FormatDuration(options.timeout));
     }
     clock.Sleep(kPollInterval);
     auto read = Read(client, spec);
     if (!read) {
-      return Failed(read.error().message());
+      return reporter.Failed(read.error().message());
     }
     now = std::move(*read);
   }

@@ -28,6 +28,7 @@ CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options);
 // Asks the controller to rotate (an annotation on the Secret); when none takes the request
 // within --controller-timeout, carries the rotation out itself with the same steps.
 // Exit 0 when the request was taken (with --wait: carried out) or carried out, 1 otherwise.
-int RunRotate(const RotateOptions& options, const Environment& env, const Clock& clock);
+int RunRotate(const RotateOptions& options, const std::string& command, const Environment& env,
+              const Clock& clock);
 
 }  // namespace certctl::cli

@@ -31,8 +31,8 @@ namespace {
 // After SIGTERM the process ends within this even if a request is still in flight.
 constexpr std::chrono::milliseconds kShutdownGrace{4500};
 
-int UsageError(const std::string& message) {
-  std::cerr << "certctl run: " << message << "\n";
+int UsageError(const std::string& command, const std::string& message) {
+  std::cerr << command << ": " << message << "\n";
   return kExitUsage;
 }
 
@@ -245,38 +245,41 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
   return command;
 }
 
-int RunController(const RunOptions& options, const Environment& env, const Clock& clock) {
+int RunController(const RunOptions& options, const std::string& command, const Environment& env,
+                  const Clock& clock) {
   BlockControlSignals();
   if (options.targets.empty()) {
     return UsageError(
+        command,
         "a target is needed: --validating-webhook, --mutating-webhook, --crd, --apiservice or "
         "--webhook-selector");
   }
   if (auto valid = CheckValidities(options.secret); !valid) {
-    return UsageError(valid.error().message());
+    return UsageError(command, valid.error().message());
   }
   const std::string lease_name =
       options.lease_name.empty() ? options.secret.secret_name + "-certctl" : options.lease_name;
   if (auto valid = kube::ValidateSubdomainName(lease_name); options.leader_elect && !valid) {
     // Only the default can get here: a long --secret makes it too long.
-    return UsageError("--lease-name: the default Lease name \"" + lease_name +
-                      "\" is not valid: " + valid.error().message() + "; give --lease-name");
+    return UsageError(command, "--lease-name: the default Lease name \"" + lease_name +
+                                   "\" is not valid: " + valid.error().message() +
+                                   "; give --lease-name");
   }
   auto health_address = endpoints::ParseListenAddress(options.health_addr);
   if (!health_address) {
-    return UsageError("--health-addr: " + health_address.error().message());
+    return UsageError(command, "--health-addr: " + health_address.error().message());
   }
   std::optional<endpoints::ListenAddress> metrics_address;
   if (!options.metrics_addr.empty()) {
     auto parsed = endpoints::ParseListenAddress(options.metrics_addr);
     if (!parsed) {
-      return UsageError("--metrics-addr: " + parsed.error().message());
+      return UsageError(command, "--metrics-addr: " + parsed.error().message());
     }
     metrics_address = *parsed;
   }
   auto serving_address = ParseServingAddress(options.serving_addr);
   if (!serving_address) {
-    return UsageError(serving_address.error().message());
+    return UsageError(command, serving_address.error().message());
   }
 
   RaiseOpenFileLimit();
@@ -292,12 +295,12 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   auto cluster = ConnectToCluster(options.connection, options.secret.identity.namespace_name, env,
                                   clock, std::move(client_options));
   if (!cluster) {
-    std::cerr << "certctl run: " << cluster.error().message() << "\n";
+    std::cerr << command << ": " << cluster.error().message() << "\n";
     return kExitFailed;
   }
   auto spec = MakeSecretSpec(options.secret, cluster->ns);
   if (!spec) {
-    return UsageError(spec.error().message());
+    return UsageError(command, spec.error().message());
   }
 
   loop::SidecarConfig config;
@@ -329,7 +332,7 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
   }
   auto health_server = endpoints::Server::Start(*health_address, std::move(health_routes));
   if (!health_server) {
-    return UsageError("--health-addr: " + health_server.error().message());
+    return UsageError(command, "--health-addr: " + health_server.error().message());
   }
   std::unique_ptr<endpoints::Server> metrics_server;
   if (metrics_address && !shared) {
@@ -337,7 +340,7 @@ int RunController(const RunOptions& options, const Environment& env, const Clock
     AddMetricsRoute(metrics_routes, registry);
     auto started = endpoints::Server::Start(*metrics_address, std::move(metrics_routes));
     if (!started) {
-      return UsageError("--metrics-addr: " + started.error().message());
+      return UsageError(command, "--metrics-addr: " + started.error().message());
     }
     metrics_server = std::move(*started);
   }

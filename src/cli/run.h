@@ -36,6 +36,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options);
 // certificate folder and every caBundle right, and answering /healthz, /readyz and /metrics.
 // Exit 2 on bad flags or an address that cannot be bound; never exits because the API
 // server is unavailable.
-int RunController(const RunOptions& options, const Environment& env, const Clock& clock);
+int RunController(const RunOptions& options, const std::string& command, const Environment& env,
+                  const Clock& clock);
 
 }  // namespace certctl::cli

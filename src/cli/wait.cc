@@ -56,13 +56,13 @@ CLI::App* AddWaitCommand(CLI::App& app, WaitOptions& options) {
   return command;
 }
 
-int RunWait(const WaitOptions& options, const Clock& clock) {
+int RunWait(const WaitOptions& options, const std::string& command, const Clock& clock) {
   pki::ValidationPolicy policy;
   policy.renew_before = std::chrono::seconds(0);
   if (HasIdentity(options.identity)) {
     const pki::ServiceIdentity identity = ResolveIdentity(options.identity);
     if (auto valid = pki::ValidateIdentity(identity); !valid) {
-      std::cerr << "certctl wait: " << valid.error().message() << "\n";
+      std::cerr << command << ": " << valid.error().message() << "\n";
       return kExitUsage;
     }
     policy.dns_names = pki::RequiredDnsNames(identity);
@@ -83,7 +83,7 @@ int RunWait(const WaitOptions& options, const Clock& clock) {
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      std::cerr << "certctl wait: timed out after " << FormatDuration(options.timeout)
+      std::cerr << command << ": timed out after " << FormatDuration(options.timeout)
                 << " waiting for a valid pair in " << options.cert_dir << ": " << reason << "\n";
       return kExitFailed;
     }
@@ -101,8 +101,8 @@ int RunWait(const WaitOptions& options, const Clock& clock) {
   argv.push_back(nullptr);
   spdlog::default_logger()->flush();
   ::execvp(argv[0], argv.data());
-  std::cerr << "certctl wait: cannot run " << options.command.front() << ": "
-            << std::strerror(errno) << "\n";
+  std::cerr << command << ": cannot run " << options.command.front() << ": " << std::strerror(errno)
+            << "\n";
   return kExitFailed;
 }
 

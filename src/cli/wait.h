@@ -24,6 +24,6 @@ CLI::App* AddWaitCommand(CLI::App& app, WaitOptions& options);
 
 // Returns 0 once the folder holds a valid pair (or execs the command, never returning),
 // 1 on timeout with the last reason.
-int RunWait(const WaitOptions& options, const Clock& clock);
+int RunWait(const WaitOptions& options, const std::string& command, const Clock& clock);
 
 }  // namespace certctl::cli
