@@ -7,7 +7,9 @@
 #   spdlog::spdlog                 header-only, with fmt header-only
 #   yaml-cpp                       Debian's libyaml-cpp.a
 #   CURL::libcurl                  the libcurl.a that scripts/build-static.sh built
-# and links every executable with -static-pie, stripped.
+# and links every executable with -static-pie, stripped. The same holds for the arm64
+# cross-build (preset static-arm64, cmake/toolchain-aarch64-linux-gnu.cmake): there the
+# prefix also holds the arm64 libyaml-cpp.a, found before any other.
 #
 # The linker warns that dlopen, getaddrinfo and gethostbyname "require at run time the shared
 # libraries from the glibc version used for linking". dlopen and gethostbyname are libcrypto's
@@ -18,7 +20,7 @@
 
 if(NOT CMAKE_PREFIX_PATH)
   message(FATAL_ERROR "CERTCTL_STATIC needs CMAKE_PREFIX_PATH set to the prefix "
-                      "scripts/build-static.sh fills (build/deps/prefix)")
+                      "scripts/build-static.sh fills (build/deps/<arch>/prefix)")
 endif()
 find_library(CERTCTL_STATIC_CURL NAMES libcurl.a PATHS ${CMAKE_PREFIX_PATH} PATH_SUFFIXES lib
              NO_DEFAULT_PATH REQUIRED)
