@@ -1,11 +1,20 @@
-"""pytest plugin for the end-to-end suite: emulator fixtures and a per-test time limit.
+"""pytest plugin for the end-to-end suite: emulator fixtures, a per-test time limit and
+the longest tests first.
 
 pytest-timeout is not a dependency, so each test (setup, call and teardown together)
 runs under SIGALRM; E2E_TEST_TIMEOUT (seconds, default 60) changes the limit, and a test
 whose scenario is long by nature says so with @pytest.mark.time_limit(SECONDS) (never below
-the default).
+the default). Under pytest-xdist each worker is a process of its own that runs its tests in
+its main thread, so the alarm works there as it does in a serial run.
+
+Order: with several workers (e2e/run.sh), a long test started last would run alone at the
+end. So the tests run longest first, by the durations of the previous run (E2E_DURATIONS, a
+JSON file kept outside the clone by e2e/run.sh; node IDs are relative to the repository, so
+every clone shares it), and a test not timed yet by its time_limit. Every worker sorts the
+same file the same way, as pytest-xdist requires. Only the order changes; every test runs.
 """
 
+import json
 import os
 import signal
 
@@ -21,9 +30,65 @@ class TestTimeout(Exception):
     pass
 
 
+DURATIONS = os.environ.get("E2E_DURATIONS", "")
+
+
+def _previous_durations():
+    try:
+        with open(DURATIONS, encoding="utf-8") as f:
+            durations = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return durations if isinstance(durations, dict) else {}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if not DURATIONS:
+        return
+    previous = _previous_durations()
+
+    def expected(item):
+        if isinstance(previous.get(item.nodeid), (int, float)):
+            return float(previous[item.nodeid])
+        marker = item.get_closest_marker("time_limit")
+        # Not timed yet: a long scenario (its own limit) before the rest, which keep their order.
+        return float(marker.args[0]) / 2 if marker else 0.0
+
+    # sort is stable: equal estimates keep the collection order.
+    items.sort(key=expected, reverse=True)
+
+
+class _Durations:
+    """Adds up setup, call and teardown of each test (in the controller under xdist, which
+    receives every worker's reports) and saves them when the session ends."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def pytest_runtest_logreport(self, report):
+        self.seen[report.nodeid] = self.seen.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if not self.seen:
+            return
+        durations = _previous_durations()
+        durations.update({k: round(v, 2) for k, v in self.seen.items()})
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(DURATIONS)), exist_ok=True)
+            tmp = f"{DURATIONS}.{os.getpid()}"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(durations, f, indent=0, sort_keys=True)
+            os.replace(tmp, DURATIONS)
+        except OSError:
+            pass  # The order is an optimisation: a read-only cache changes no result.
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "time_limit(seconds): this test's own limit, for scenarios long by nature")
+    # The controller (or a serial run) records; xdist workers have workerinput.
+    if DURATIONS and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Durations(), "e2e-durations")
 
 
 @pytest.hookimpl(hookwrapper=True)

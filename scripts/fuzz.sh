@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the fuzz preset (clang, libFuzzer, AddressSanitizer + UndefinedBehaviorSanitizer) and
-# runs every fuzz target of fuzz/ for a bounded time, one after the other. Each run starts from
+# runs every fuzz target of fuzz/ for a bounded time, as many at a time as there are cores
+# (CERTCTL_FUZZ_PARALLEL), each for the full time. Each run starts from
 # a scratch copy of the target's committed corpus (fuzz/corpus/<target>/), which is never
 # written to, and uses fuzz/dict/<target>.dict. One summary line per target; exit 1, naming the
 # input that crashed, if any target found a crash, a leak, a timeout or undefined behaviour.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default: 60 s, every target)
-# Env:   CERTCTL_FUZZ_JOBS  build parallelism (default 2)
+# Env:   CERTCTL_FUZZ_JOBS      build parallelism (default 2)
+#        CERTCTL_FUZZ_PARALLEL  targets run at the same time (default: the number of cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/ccache.sh
 
 seconds=${1:-60}
 shift || true
@@ -52,19 +55,22 @@ max_len() {
   esac
 }
 
-failed=()
-for target in "${targets[@]}"; do
-  run=$PWD/$build/run/$target
+# fuzz_one TARGET: one bounded run; its summary line goes to $run/summary, and what to show
+# of a failure to $run/report. Runs in the background, so it only writes files.
+fuzz_one() {
+  local target=$1
+  local run=$PWD/$build/run/$target
   rm -rf "$run"
   mkdir -p "$run/corpus" "$run/artifacts" "$run/tmp"
   cp fuzz/corpus/"$target"/* "$run/corpus/"
-  args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$(max_len "$target")"
-    -print_final_stats=1 -artifact_prefix="$run/artifacts/")
+  local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048
+    -max_len="$(max_len "$target")" -print_final_stats=1 -artifact_prefix="$run/artifacts/")
   [[ -f fuzz/dict/$target.dict ]] && args+=(-dict="$PWD/fuzz/dict/$target.dict")
-  rc=0
+  local rc=0
   # TMPDIR: anything a target writes goes to the scratch folder and is removed with it.
   TMPDIR=$run/tmp "$build/fuzz/fuzz_$target" "${args[@]}" "$run/corpus" >"$run/log" 2>&1 || rc=$?
 
+  local execs rate status cov features corpus crash verdict
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$run/log" | tail -n 1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$run/log" | tail -n 1)
   status=$(grep -E '^#[0-9]+.*cov: ' "$run/log" | tail -n 1 || true)
@@ -76,20 +82,50 @@ for target in "${targets[@]}"; do
     verdict=ok
   else
     verdict="FAILED (exit $rc)"
-    failed+=("$target")
   fi
   printf 'fuzz: %-15s %9s execs in %ss (%s/s), cov %s, ft %s, corpus %s inputs: %s\n' \
     "$target" "${execs:-?}" "$seconds" "${rate:-?}" "${cov:-?}" "${features:-?}" "${corpus:-?}" \
-    "$verdict"
+    "$verdict" >"$run/summary"
   if [[ $verdict != ok ]]; then
-    echo "--- $run/log (last 60 lines)" >&2
-    tail -n 60 "$run/log" >&2
-    if [[ -n $crash ]]; then
-      echo "fuzz: $target: crashing input $crash" >&2
-      echo "fuzz: reproduce with: $build/fuzz/fuzz_$target $crash" >&2
-    fi
+    {
+      echo "--- $run/log (last 60 lines)"
+      tail -n 60 "$run/log"
+      if [[ -n $crash ]]; then
+        echo "fuzz: $target: crashing input $crash"
+        echo "fuzz: reproduce with: $build/fuzz/fuzz_$target $crash"
+      fi
+    } >"$run/report"
   fi
   rm -rf "$run/tmp"
+}
+
+# As many targets at a time as there are cores, each still for the full SECONDS: libFuzzer
+# uses one core per run, and the runs share nothing but the read-only corpus and dictionary.
+parallel=${CERTCTL_FUZZ_PARALLEL:-$(nproc)}
+((parallel >= 1)) || parallel=1
+running=0
+for target in "${targets[@]}"; do
+  if ((running >= parallel)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+for target in "${targets[@]}"; do
+  run=$PWD/$build/run/$target
+  if [[ -f $run/summary ]]; then
+    cat "$run/summary"
+  else
+    echo "fuzz: $target: no result (the run did not finish)"
+  fi
+  if [[ -f $run/report || ! -f $run/summary ]]; then
+    failed+=("$target")
+    [[ -f $run/report ]] && cat "$run/report" >&2
+  fi
 done
 
 if ((${#failed[@]} > 0)); then

@@ -9,8 +9,8 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy clang-14 libclang-rt-14-dev
-  hyperfine strace
-  python3 python3-pytest python3-kubernetes python3-yaml python3-prometheus-client
+  ccache hyperfine strace
+  python3 python3-pytest python3-pytest-xdist python3-kubernetes python3-yaml python3-prometheus-client
   prometheus
 )
 
@@ -63,8 +63,8 @@ printf '#!/bin/sh\n# certctl scripts/setup.sh: no service starts during the inst
 $sudo chmod 0755 "$policy"
 trap restore_policy EXIT
 
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+$sudo apt-get -o DPkg::Lock::Timeout=900 update -qq
+$sudo apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 restore_policy
 trap - EXIT
 # Should a daemon have started all the same (a policy-rc.d the package ignored), stop it.
