@@ -378,7 +378,10 @@ if [[ -f $stamp && $(cat "$stamp") != "$manifest" ]]; then
   rm -rf "$out"
 fi
 started=$SECONDS
-cmake --preset "$preset" >/dev/null
+# What `certctl version` reports: a release sets both (scripts/release.sh); otherwise the
+# project's version and git's HEAD, also in a build folder a release configured before.
+cmake --preset "$preset" -DCERTCTL_VERSION="${CERTCTL_VERSION:-}" \
+  -DCERTCTL_COMMIT="${CERTCTL_COMMIT:-}" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 echo "$manifest" >"$stamp"
 printf 'curl %s\ncpp-httplib %s\n' "$curl_version" "$httplib_version" >"$out/deps.txt"

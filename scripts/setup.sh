@@ -12,6 +12,7 @@ packages=(
   ccache hyperfine strace
   python3 python3-pytest python3-pytest-xdist python3-kubernetes python3-yaml python3-prometheus-client
   prometheus
+  file podman runc skopeo docker-registry python3-license-expression
 )
 
 missing=()
@@ -44,7 +45,8 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 # Debian's prometheus package (promtool, and the server the alert tests start on a free
-# loopback port) starts a Prometheus daemon on :9090 from its postinst. No package may
+# loopback port) starts a Prometheus daemon on :9090 from its postinst, docker-registry one
+# on :5000 (the release tests start their own on a free loopback port). No package may
 # start a service here: a policy-rc.d that refuses every action (exit 101, which
 # invoke-rc.d and deb-systemd-invoke obey) stands while apt runs, and the machine's own
 # policy-rc.d, if it has one, is put back afterwards.
@@ -68,9 +70,11 @@ $sudo apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends 
 restore_policy
 trap - EXIT
 # Should a daemon have started all the same (a policy-rc.d the package ignored), stop it.
-if [[ -x /etc/init.d/prometheus ]] && $sudo /etc/init.d/prometheus status >/dev/null 2>&1; then
-  $sudo /etc/init.d/prometheus stop >/dev/null
-fi
+for daemon in prometheus docker-registry; do
+  if [[ -x /etc/init.d/$daemon ]] && $sudo "/etc/init.d/$daemon" status >/dev/null 2>&1; then
+    $sudo "/etc/init.d/$daemon" stop >/dev/null
+  fi
+done
 echo "setup: done" >&2
 check_kubectl
 "$(dirname "$0")/install-helm.sh"

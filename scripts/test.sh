@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: the unit tests in an optimised build and again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, a bounded run of every fuzz target, the static executable and
-# the container image, then the end-to-end tests. Installs what is missing first. Ends with
-# the wall time of each stage.
+# UndefinedBehaviorSanitizer, a bounded run of every fuzz target, the release of the
+# project's version (scripts/release.sh: static executables for amd64 and arm64, images,
+# chart, SBOMs), then the end-to-end tests. Installs what is missing first. Ends with the
+# wall time of each stage.
 # Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers, no fuzzing,
-#                                     no image)
+#                                     no release)
 # Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 60; 0 skips fuzzing)
 #        CERTCTL_CACHE_DIR     caches kept between runs, outside the clone (default
 #                              ~/.cache/certctl): ccache, clang-tidy results, e2e durations
@@ -65,22 +66,13 @@ if ! $quick && [[ $fuzz_seconds != 0 ]]; then
   stage "fuzzing (${fuzz_seconds}s per target)" scripts/fuzz.sh "$fuzz_seconds"
 fi
 
-# The static executable and the image built from it (skipped by --quick): the end-to-end
-# tests in e2e/tests/image run them. Exit 3 from build-image.sh means podman cannot run
-# containers on this machine: the image tests then skip, naming the reason, and the static
-# executable is still tested without a container.
-image() {
-  local status=0
-  scripts/build-image.sh --skip-static || status=$?
-  if ((status == 3)); then
-    echo "== no container image: podman cannot run containers here"
-  elif ((status != 0)); then
-    return "$status"
-  fi
-}
+# The release (skipped by --quick): the static executables for amd64 and arm64, built once
+# here, the images with their SBOMs and licences, the two-architecture index, the chart
+# pinned by digest, in dist/. The end-to-end tests in e2e/tests/image and e2e/tests/release
+# read them, and the registry test publishes a release of the same executables.
 if ! $quick; then
-  stage "static executable" scripts/build-static.sh
-  stage "container image" image
+  version=$(sed -n 's/^project(certctl VERSION \([^ ]*\) .*/\1/p' CMakeLists.txt)
+  stage "release $version (static executables, images, chart)" scripts/release.sh "$version"
 fi
 
 if [[ -x e2e/run.sh ]]; then

@@ -11,7 +11,7 @@ files, Debian packages, versions, licences and copyright come from the build and
   - static archives: the paths the CMake cache in --build-dir linked (OpenSSL, yaml-cpp);
   - the C and C++ runtime: the archives the build's compiler links (`-print-file-name`);
   - header-only libraries: the headers the build compiled (`ninja -t deps`);
-  - libraries built from a Debian source package (libcurl, cpp-httplib's header): the
+  - libraries built from a Debian source package (libcurl): the
     `deps.txt` next to the executable, and their source trees under the build's deps folder;
 then `dpkg -S` names the package owning each file and `dpkg-query` its source and version
 (a package the build unpacked rather than installed is read from its unpacked tree).
@@ -61,8 +61,6 @@ LIBRARIES = [
      "link": "STATIC_LINK"},
     {"name": "curl", "kind": "source", "files": ["CERTCTL_STATIC_CURL"],
      "upstream_licence": "COPYING", "link": "STATIC_LINK"},
-    {"name": "cpp-httplib", "kind": "source", "files": [], "upstream_licence": "LICENSE",
-     "link": "CONTAINS"},
     {"name": "nlohmann-json", "kind": "header", "files": ["nlohmann/json.hpp"],
      "link": "CONTAINS"},
     {"name": "spdlog", "kind": "header", "files": ["spdlog/spdlog.h"], "link": "CONTAINS"},

@@ -46,12 +46,27 @@ def test_configuration(image):
     assert config["Size"] < LIMIT, config["Size"]
     labels = config["Config"]["Labels"]
     assert labels["org.opencontainers.image.title"] == "certctl"
+    assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert labels["org.opencontainers.image.source"].startswith("https://")
+    assert len(labels["org.opencontainers.image.revision"]) >= 40
     assert len(labels[BINARY_LABEL]) == 64
+    if os.path.isfile(STATIC_BINARY):
+        reported = json.loads(subprocess.run([STATIC_BINARY, "version", "-o", "json"],
+                                             capture_output=True, text=True, check=True,
+                                             timeout=30).stdout)
+        assert labels["org.opencontainers.image.version"] == reported["version"]
 
 
-def test_two_files_and_nothing_else(image):
+def test_the_executable_the_ca_bundle_the_licences_and_nothing_else(image):
     members, contents = exported_files(image)
-    assert sorted(contents) == ["etc/ssl/certs/ca-certificates.crt", "usr/local/bin/certctl"]
+    licences = sorted(name for name in contents if name.startswith("licenses/"))
+    assert sorted(set(contents) - set(licences)) == [
+        "etc/ssl/certs/ca-certificates.crt", "usr/local/bin/certctl"]
+    # certctl's own licence and one for each library compiled into it, none empty.
+    assert "licenses/certctl.txt" in licences, licences
+    assert {"licenses/openssl.txt", "licenses/curl.txt"} <= set(licences), licences
+    assert all(len(contents[name]) > 100 for name in licences)
+    assert b"Apache License" in contents["licenses/certctl.txt"]
     binary = members["usr/local/bin/certctl"]
     assert (binary.uid, binary.gid, binary.mode & 0o7777) == (0, 0, 0o755)
     digest = hashlib.sha256(contents["usr/local/bin/certctl"]).hexdigest()
@@ -63,4 +78,5 @@ def test_two_files_and_nothing_else(image):
     # Nothing else but the folders on the way to them (the container was never started, so
     # no mount point of the runtime's shows either).
     others = {name for name in members if name not in contents}
-    assert others == {"usr", "usr/local", "usr/local/bin", "etc", "etc/ssl", "etc/ssl/certs"}
+    assert others == {"usr", "usr/local", "usr/local/bin", "etc", "etc/ssl", "etc/ssl/certs",
+                      "licenses"}
