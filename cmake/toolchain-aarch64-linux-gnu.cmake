@@ -23,5 +23,5 @@ if(CERTCTL_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${CERTCTL_QEMU_AARCH64})
 endif()
 
-# pkg-config (FindOpenSSL's hints, cpp-httplib.pc) answers for arm64, not for the host.
+# pkg-config (FindOpenSSL's hints) answers for arm64, not for the host.
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")

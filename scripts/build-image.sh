@@ -37,24 +37,8 @@ esac
 image=localhost/certctl
 log() { echo "build-image: $*" >&2; }
 
-if [[ $(id -u) -ne 0 ]]; then
-  sudo=sudo
-else
-  sudo=
-fi
-
-missing=()
-for package in podman runc ca-certificates; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]} > 0)); then
-  log "installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+source scripts/lib/apt.sh
+install_missing podman runc ca-certificates
 
 conf=/etc/containers/containers.conf.d/certctl.conf
 wanted='# Written by certctl'"'"'s scripts/build-image.sh: what podman needs to run containers here.

@@ -13,15 +13,14 @@
 # libpsl, Kerberos and LDAP, none of which Debian ships as static libraries. So libcurl is
 # built here from Debian's own source package (the same version as the installed
 # libcurl4-openssl-dev, with Debian's patches): HTTP only, TLS by OpenSSL, no other library.
-# cpp-httplib comes from its Debian source package too, as the single header upstream ships
-# (Debian's -dev package holds a split header and a shared library). spdlog and fmt are used
-# header-only. For arm64, libyaml-cpp.a comes from Debian's libyaml-cpp-dev:arm64 archive,
-# unpacked rather than installed: that package cannot be installed beside the amd64 one.
+# spdlog and fmt are used header-only; cpp-httplib is not needed (only the tests use it, and
+# the static presets build none). For arm64, libyaml-cpp.a comes from Debian's
+# libyaml-cpp-dev:arm64 archive, unpacked rather than installed: that package cannot be
+# installed beside the amd64 one.
 #
 # The cache. What is built or downloaded lives outside the clone, so another clone on this
 # machine reuses it, under ${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}/deps/:
 #   src/PACKAGE-VERSION/               Debian source packages, unpacked (patches applied)
-#   all/cpp-httplib-VERSION/httplib.h  the single header
 #   ARCH/curl-VERSION-HASH/            libcurl's installed prefix; HASH covers its options, the
 #                                      compiler, the OpenSSL headers and the toolchain file, so
 #                                      changing any of them (or the version, or ARCH) builds anew
@@ -32,8 +31,7 @@
 #
 # The prefix a preset looks in (CMAKE_PREFIX_PATH, cmake/static.cmake) is
 # build/deps/ARCH/prefix: a small folder of the clone holding symbolic links into the cache
-# (include/curl, lib/libcurl.a, ...) and the .pc file of cpp-httplib. Links rather than
-# copies, so what a build used is visible with ls -l and nothing is stored twice; the folder
+# (include/curl, lib/libcurl.a, ...). Links rather than copies, so what a build used is visible with ls -l and nothing is stored twice; the folder
 # is remade on every run, so it follows the cache, and deleting build/deps costs nothing.
 # Preset `static` reads build/deps/prefix, a link to this machine's architecture's folder.
 # When the links change (another libcurl), the preset's build folder is emptied first:
@@ -93,38 +91,21 @@ cache=${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}/deps
 deps=$root/build/deps
 prefix=$deps/$arch/prefix
 
-if [[ $(id -u) -ne 0 ]]; then
-  sudo=sudo
-else
-  sudo=
-fi
-export DEBIAN_FRONTEND=noninteractive
-apt_get() { $sudo apt-get -o DPkg::Lock::Timeout=900 "$@"; }
+source "$root/scripts/lib/apt.sh"
 
 # What this build needs, and no more (scripts/setup.sh installs the test tools as well):
 # the compilers, the libraries' Debian packages (whose versions name the sources to fetch;
 # their headers serve every architecture), and dpkg-dev for `apt-get source`.
 packages=(
   build-essential cmake ninja-build pkg-config git dpkg-dev
-  libssl-dev libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
+  libssl-dev libcurl4-openssl-dev libyaml-cpp-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
 )
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]} > 0)); then
-  log "installing ${missing[*]}"
-  apt_get update -qq
-  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+install_missing "${packages[@]}"
 [[ $arch == "$host" ]] || scripts/setup-arm64.sh
 
 installed_version() { dpkg-query -W -f='${Version}' "$1"; }
 curl_wanted=$(installed_version libcurl4-openssl-dev)
-httplib_wanted=$(installed_version libcpp-httplib-dev)
 
 # Leftovers of runs that were killed: temporary folders whose process is gone.
 clean_leftovers() {
@@ -289,22 +270,6 @@ toolchain $(sha256sum <"$toolchain" | cut -c1-64)"
   log "libcurl built in $((SECONDS - started))s"
 }
 
-# Sets httplib_dir to the cached folder holding cpp-httplib's single header: header-only,
-# without TLS or compression (the health and metrics server speaks plain HTTP).
-cache_httplib() {
-  fetch cpp-httplib "$httplib_wanted"
-  httplib_version=$source_version
-  httplib_dir=$cache/all/cpp-httplib-$httplib_version
-  [[ -f $httplib_dir/httplib.h ]] && return
-  mkdir -p "$cache/all"
-  clean_leftovers "$cache/all"
-  local tmp=$cache/all/.cpp-httplib-$httplib_version.tmp.$$
-  rm -rf "$tmp"
-  mkdir -p "$tmp"
-  cp "$source/httplib.h" "$tmp/httplib.h"
-  publish "$tmp" "$httplib_dir"
-}
-
 # arm64 only: sets yaml_dir to libyaml-cpp-dev:arm64, unpacked, at the version of the
 # installed amd64 package (whose headers the build reads).
 unpack_yaml_cpp() {
@@ -328,29 +293,18 @@ unpack_yaml_cpp() {
   rm -rf "$tmp"
 }
 
-# Remakes build/deps/ARCH/prefix: links into the cache and cpp-httplib's .pc file.
+# Remakes build/deps/ARCH/prefix: links into the cache.
 link_prefix() {
   local tmp=$prefix.tmp.$$
   rm -rf "$tmp"
-  mkdir -p "$tmp/include" "$tmp/lib/pkgconfig"
+  mkdir -p "$tmp/include" "$tmp/lib"
   ln -s "$curl_dir/include/curl" "$tmp/include/curl"
   ln -s "$curl_dir/lib/libcurl.a" "$tmp/lib/libcurl.a"
-  ln -s "$httplib_dir" "$tmp/include/cpp-httplib"
   if [[ -n ${yaml_dir:-} ]]; then
     ln -s "$yaml_dir/usr/lib/$triplet/libyaml-cpp.a" "$tmp/lib/libyaml-cpp.a"
     mkdir -p "$tmp/lib/cmake"
     ln -s "$yaml_dir/usr/lib/$triplet/cmake/yaml-cpp" "$tmp/lib/cmake/yaml-cpp"
   fi
-  cat >"$tmp/lib/pkgconfig/cpp-httplib.pc" <<EOF
-prefix=$prefix
-includedir=\${prefix}/include/cpp-httplib
-
-Name: cpp-httplib
-Description: cpp-httplib header-only, plain HTTP (certctl static build)
-Version: ${httplib_version%%+*}
-Libs: -pthread
-Cflags: -I\${includedir}
-EOF
   rm -rf "$prefix"
   mv "$tmp" "$prefix"
   # What the links point to, for the check below.
@@ -366,7 +320,6 @@ EOF
 rm -rf "$deps/src" "$deps/curl-build"
 
 build_curl
-cache_httplib
 yaml_dir=
 [[ $arch == "$host" ]] || unpack_yaml_cpp
 link_prefix
@@ -384,7 +337,7 @@ cmake --preset "$preset" -DCERTCTL_VERSION="${CERTCTL_VERSION:-}" \
   -DCERTCTL_COMMIT="${CERTCTL_COMMIT:-}" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
 echo "$manifest" >"$stamp"
-printf 'curl %s\ncpp-httplib %s\n' "$curl_version" "$httplib_version" >"$out/deps.txt"
+printf 'curl %s\n' "$curl_version" >"$out/deps.txt"
 
 binary=$out/certctl
 version=$("${run[@]}" "$binary" version) || fail "$binary does not run (${run[*]:-directly}): $version"

@@ -20,14 +20,11 @@ fail() {
   exit 1
 }
 
-if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || fail "needs root (or sudo) to install packages and register binfmt_misc"
-  sudo=sudo
-else
-  sudo=
+if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null; then
+  fail "needs root (or sudo) to install packages and register binfmt_misc"
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt_get() { $sudo apt-get -o DPkg::Lock::Timeout=900 "$@"; }
+# shellcheck source=scripts/lib/apt.sh
+source "$(dirname "$0")/lib/apt.sh"
 
 host=$(dpkg --print-architecture)
 [[ $host == amd64 ]] || fail "cross-building for arm64 is set up on amd64 machines only (this one is $host)"
@@ -42,18 +39,7 @@ packages=(
   g++-aarch64-linux-gnu qemu-user-static
   libssl-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
 )
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
-if ((${#missing[@]} > 0)); then
-  log "installing ${missing[*]}"
-  apt_get update -qq
-  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
-    fail "apt-get could not install ${missing[*]}"
-fi
+install_missing "${packages[@]}" || fail "apt-get could not install what is listed above"
 
 binfmt=/proc/sys/fs/binfmt_misc
 if [[ ! -f $binfmt/register ]]; then

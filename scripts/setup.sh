@@ -15,12 +15,10 @@ packages=(
   file podman runc skopeo docker-registry python3-license-expression
 )
 
-missing=()
-for package in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$package")
-  fi
-done
+log() { echo "setup: $*" >&2; }
+# shellcheck source=scripts/lib/apt.sh
+source "$(dirname "$0")/lib/apt.sh"
+mapfile -t missing < <(missing_packages "${packages[@]}")
 
 # kubectl is not a Debian package: it comes with the machine image.
 check_kubectl() {
@@ -35,14 +33,6 @@ if ((${#missing[@]} == 0)); then
   "$(dirname "$0")/install-helm.sh"
   exit 0
 fi
-
-echo "setup: installing ${missing[*]}" >&2
-if [[ $(id -u) -ne 0 ]]; then
-  sudo=sudo
-else
-  sudo=
-fi
-export DEBIAN_FRONTEND=noninteractive
 
 # Debian's prometheus package (promtool, and the server the alert tests start on a free
 # loopback port) starts a Prometheus daemon on :9090 from its postinst, docker-registry one
@@ -65,8 +55,7 @@ printf '#!/bin/sh\n# certctl scripts/setup.sh: no service starts during the inst
 $sudo chmod 0755 "$policy"
 trap restore_policy EXIT
 
-$sudo apt-get -o DPkg::Lock::Timeout=900 update -qq
-$sudo apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_packages "${missing[@]}"
 restore_policy
 trap - EXIT
 # Should a daemon have started all the same (a policy-rc.d the package ignored), stop it.
@@ -75,6 +64,6 @@ for daemon in prometheus docker-registry; do
     $sudo "/etc/init.d/$daemon" stop >/dev/null
   fi
 done
-echo "setup: done" >&2
+log "done"
 check_kubectl
 "$(dirname "$0")/install-helm.sh"
