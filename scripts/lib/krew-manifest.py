@@ -12,13 +12,14 @@ GitHub release download URL. The same arguments always give the same bytes: plat
 sorted by arch and the YAML is written with a fixed key order.
 """
 import argparse
-import hashlib
 import os
 import re
 import sys
 import tarfile
 
 import yaml
+
+from file_digest import sha256_hex
 
 NAME = "certctl"
 API_VERSION = "krew.googlecontainertools.github.com/v1alpha2"
@@ -125,14 +126,6 @@ def check_archive(path, version):
     return arch
 
 
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def build_manifest(version, url_base, homepage, archives):
     platforms = {}
     for path in archives:
@@ -142,7 +135,7 @@ def build_manifest(version, url_base, homepage, archives):
         platforms[arch] = {
             "selector": {"matchLabels": {"os": "linux", "arch": arch}},
             "uri": f"{url_base}/{os.path.basename(path)}",
-            "sha256": sha256_of(path),
+            "sha256": sha256_hex(path),
             # Named one by one: krew copies nothing else, and its index wants the licence.
             "files": [{"from": NAME, "to": "."}, {"from": "LICENSE", "to": "."}],
             "bin": NAME,

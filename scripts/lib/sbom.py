@@ -27,7 +27,6 @@ Only Debian's python3 and its standard library are needed.
 import argparse
 import datetime
 import gzip
-import hashlib
 import json
 import os
 import re
@@ -35,6 +34,8 @@ import shutil
 import subprocess
 import sys
 import urllib.parse
+
+from file_digest import sha256_hex
 
 # SPDX documents name themselves by a URI; this is the form the SPDX specification suggests.
 NAMESPACE = "https://spdx.org/spdxdocs"
@@ -113,14 +114,6 @@ def run(argv, check=True):
     if check and done.returncode != 0:
         fail(f"{' '.join(argv)}: {done.stderr.strip()}")
     return done.stdout
-
-
-def sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def elf_machine(path):
@@ -603,7 +596,7 @@ def main():
     check_headers(headers, listed, args.arch)
     check_linked_before(headers, args.executable)
 
-    digest = sha256(args.executable)
+    digest = sha256_hex(args.executable)
     certctl = {
         "SPDXID": "SPDXRef-Package-certctl",
         "name": "certctl",
