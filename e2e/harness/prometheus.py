@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from .kubelet import ContainerProcess, free_ports
+from .waiting import http_status
 
 __all__ = ["Prometheus", "find_tool", "POLL", "STOP_LIMIT"]
 
@@ -71,7 +71,7 @@ class Prometheus:
     def start(self, bound=START_BOUND):
         """Starts the server and returns once /-/ready answers 200."""
         self.process = ContainerProcess(self.argv, {}, self.dir, name="prometheus").start()
-        self.wait_for(lambda: self._status("/-/ready") == 200, "Prometheus ready", bound)
+        self.wait_for(lambda: http_status(self.url + "/-/ready") == 200, "Prometheus ready", bound)
         return self
 
     def alive(self):
@@ -79,13 +79,6 @@ class Prometheus:
 
     def log(self):
         return self.process.log()
-
-    def _status(self, path):
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=5) as resp:
-                return resp.status
-        except (urllib.error.URLError, OSError):
-            return None
 
     def api(self, path, **params):
         """The `data` of a successful /api/v1 answer."""

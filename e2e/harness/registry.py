@@ -13,13 +13,12 @@ import os
 import secrets
 import shutil
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 import yaml
 
 from .kubelet import ContainerProcess, free_ports
+from .waiting import http_status
 
 __all__ = ["Registry", "find_registry", "POLL", "STOP_LIMIT"]
 
@@ -84,13 +83,7 @@ class Registry:
 
     def status(self, path):
         """The HTTP status of GET `path`, or None when nothing answers."""
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=5) as resp:
-                return resp.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except (urllib.error.URLError, OSError):
-            return None
+        return http_status(self.url + path)
 
     def stop(self):
         """SIGTERM, wait up to STOP_LIMIT seconds, then SIGKILL; returns the exit code."""

@@ -1,10 +1,12 @@
 """Event-driven waits for the end-to-end tests: poll a condition tightly, under a bound."""
 
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
-__all__ = ["wait_for", "POLL", "BOUND"]
+__all__ = ["wait_for", "http_status", "POLL", "BOUND"]
 
 POLL = 0.05    # seconds between two looks
 BOUND = 20.0   # overall bound of a wait (a loaded 2-core machine)
@@ -33,3 +35,15 @@ def wait_for(predicate, what, bound=BOUND, watch=(), poll=POLL):
             details = "\n".join(_details(p) for p in watch)
             pytest.fail(f"timed out after {bound:g}s waiting for {what}\n{details}")
         time.sleep(poll)
+
+
+def http_status(url, timeout=5):
+    """The HTTP status of GET `url` (an error status included, such as a registry's 401), or
+    None when nothing answers: what a wait for a local daemon's readiness polls."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, OSError):
+        return None
