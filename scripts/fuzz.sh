@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the fuzz preset (clang, libFuzzer, AddressSanitizer + UndefinedBehaviorSanitizer) and
 # runs every fuzz target of fuzz/ for a bounded time, as many at a time as there are cores
-# (CERTCTL_FUZZ_PARALLEL), each for the full time. Each run starts from
-# a scratch copy of the target's committed corpus (fuzz/corpus/<target>/), which is never
-# written to, and uses fuzz/dict/<target>.dict. One summary line per target; exit 1, naming the
+# (CERTCTL_FUZZ_PARALLEL), each for the full time. Each run starts from a scratch copy of the
+# target's committed corpus (fuzz/corpus/<target>/, never written to) and of what earlier runs
+# on this machine found (CERTCTL_CACHE_DIR/fuzz-corpus/<target>/), and uses
+# fuzz/dict/<target>.dict. A run without a finding replaces that cached corpus with its own,
+# so short runs go on from where the last one stopped instead of starting over. One summary line per target; exit 1, naming the
 # input that crashed, if any target found a crash, a leak, a timeout or undefined behaviour.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   (default: 60 s, every target)
 # Env:   CERTCTL_FUZZ_JOBS      build parallelism (default 2)
 #        CERTCTL_FUZZ_PARALLEL  targets run at the same time (default: the number of cores)
+#        CERTCTL_CACHE_DIR      where the corpora found are kept (default ~/.cache/certctl)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/ccache.sh
@@ -30,6 +33,7 @@ else
 fi
 
 build=build/fuzz
+found=${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}/fuzz-corpus
 cmake --preset fuzz >/dev/null
 if ! cmake --build --preset fuzz -j "${CERTCTL_FUZZ_JOBS:-2}" >"$build/build.log" 2>&1; then
   cat "$build/build.log" >&2
@@ -63,6 +67,10 @@ fuzz_one() {
   rm -rf "$run"
   mkdir -p "$run/corpus" "$run/artifacts" "$run/tmp"
   cp fuzz/corpus/"$target"/* "$run/corpus/"
+  # The cached corpus holds the committed seeds under their own names: each is copied once.
+  if [[ -d $found/$target ]]; then
+    find "$found/$target" -maxdepth 1 -type f -exec cp -t "$run/corpus/" {} +
+  fi
   local args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048
     -max_len="$(max_len "$target")" -print_final_stats=1 -artifact_prefix="$run/artifacts/")
   [[ -f fuzz/dict/$target.dict ]] && args+=(-dict="$PWD/fuzz/dict/$target.dict")
@@ -80,6 +88,16 @@ fuzz_one() {
   crash=$(find "$run/artifacts" -type f | head -n 1)
   if ((rc == 0)) && [[ -z $crash ]]; then
     verdict=ok
+    # Copied beside the cache entry, then swapped in: an interrupted run, or another clone's
+    # run at the same time, leaves a whole corpus behind.
+    local tmp=$found/.$target.tmp.$BASHPID
+    mkdir -p "$found"
+    cp -r "$run/corpus" "$tmp"
+    if [[ -d $found/$target ]]; then
+      mv -T "$found/$target" "$tmp.old" 2>/dev/null || true
+    fi
+    mv -T "$tmp" "$found/$target" 2>/dev/null || true
+    rm -rf "$tmp" "$tmp.old"
   else
     verdict="FAILED (exit $rc)"
   fi
