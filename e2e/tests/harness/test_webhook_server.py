@@ -22,6 +22,7 @@ import uuid
 import pytest
 
 from harness.certctl import run_certctl
+from harness.waiting import wait_for
 from harness.sidecar import (Hammer, WebhookServer, admission_review, handshake, leaf_der,
                              pem_serial, post_review)
 
@@ -183,6 +184,16 @@ def test_serves_the_pair_healthz_and_admission_reviews(pairs, tmp_path, servers,
     assert server.stop() == 0, server.log()
 
 
+def catches(pid, signum):
+    """True when process `pid` has a handler for `signum` (SigCgt in /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            caught = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(caught & (1 << (signum - 1)))
+
+
 def test_waits_for_a_pair_then_listens_and_gives_up_after_the_ready_timeout(
         pairs, tmp_path, servers):
     pair, = pairs(1)
@@ -207,9 +218,10 @@ def test_waits_for_a_pair_then_listens_and_gives_up_after_the_ready_timeout(
     assert f"no certificate pair in {broken.path} after 1s" in log, log
     assert "tls.key" in log, log
 
-    # SIGTERM while waiting: exit 0.
+    # SIGTERM while waiting: exit 0. Sent once the server handles it (a loaded machine may
+    # take longer than any fixed pause to start Python).
     waiting = servers(tmp_path / "never", wait=False, ready_timeout=30)
-    time.sleep(0.3)
+    wait_for(lambda: catches(waiting.proc.pid, signal.SIGTERM), "the server to handle SIGTERM")
     assert waiting.stop() == 0
 
 
