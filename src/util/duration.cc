@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdint>
 #include <ctime>
+#include <utility>
 
 namespace certctl {
 namespace {
@@ -20,6 +21,34 @@ constexpr Unit kUnits[] = {
 const Unit* FindUnit(char symbol) {
   for (const Unit& unit : kUnits) {
     if (unit.symbol == symbol) {
+      return &unit;
+    }
+  }
+  return nullptr;
+}
+
+// Units people write that certctl does not take, each with the reason and what to write.
+struct RefusedUnit {
+  std::string_view spelling;
+  std::string_view explanation;
+};
+constexpr RefusedUnit kRefusedUnits[] = {
+    {"ms", "milliseconds (ms) are not supported; the shortest unit is s (seconds)"},
+    {"us", "microseconds (us) are not supported; the shortest unit is s (seconds)"},
+    {"\u00b5s", "microseconds (\u00b5s) are not supported; the shortest unit is s (seconds)"},
+    {"ns", "nanoseconds (ns) are not supported; the shortest unit is s (seconds)"},
+    {"w", "weeks (w) are not a unit; write days, e.g. 14d"},
+    {"M", "months (M) are not a unit, and m is minutes; write days, e.g. 180d"},
+    {"mo", "months (mo) are not a unit, and m is minutes; write days, e.g. 180d"},
+};
+
+// The refused unit `text` has at `pos`, if any. Checked before the accepted units, so "90ms"
+// is not read as 90 minutes followed by garbage; a valid duration never has "ms" or "mo"
+// (after m comes a number or the end).
+const RefusedUnit* FindRefusedUnit(std::string_view text, std::size_t pos) {
+  const std::string_view rest = text.substr(pos);
+  for (const RefusedUnit& unit : kRefusedUnits) {
+    if (rest.starts_with(unit.spelling)) {
       return &unit;
     }
   }
@@ -90,6 +119,10 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zer
                   "invalid duration " + quoted + ": missing unit after " + std::to_string(amount) +
                       " (one of s, m, h, d, y)");
     }
+    if (const RefusedUnit* refused = FindRefusedUnit(text, pos)) {
+      return Fail(ErrorCode::kInvalidArgument,
+                  "invalid duration " + quoted + ": " + std::string(refused->explanation));
+    }
     const Unit* unit = FindUnit(text[pos]);
     if (unit == nullptr) {
       return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted + ": unknown unit '" +
@@ -107,6 +140,39 @@ Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zer
     return Fail(ErrorCode::kInvalidArgument, "invalid duration " + quoted + ": must be positive");
   }
   return std::chrono::seconds(total);
+}
+
+std::optional<std::string> DurationAmbiguity(std::string_view text) {
+  // Minutes right after years or days: "1y6m" reads as a year and a half, but is a year and
+  // six minutes. The warning spells the value out in words, as it was parsed.
+  static constexpr std::pair<char, std::string_view> kWords[] = {
+      {'y', "year"}, {'d', "day"}, {'h', "hour"}, {'m', "minute"}, {'s', "second"}};
+  std::string spelled;
+  std::string_view amount;
+  char previous_unit = 0;
+  bool ambiguous = false;
+  std::size_t start = 0;
+  for (std::size_t pos = 0; pos < text.size(); ++pos) {
+    const char c = text[pos];
+    if (c >= '0' && c <= '9') {
+      continue;
+    }
+    amount = text.substr(start, pos - start);
+    start = pos + 1;
+    ambiguous = ambiguous || (c == 'm' && (previous_unit == 'y' || previous_unit == 'd'));
+    previous_unit = c;
+    for (const auto& [symbol, word] : kWords) {
+      if (symbol == c) {
+        spelled += (spelled.empty() ? "" : " and ") + std::string(amount) + " " +
+                   std::string(word) + (amount == "1" ? "" : "s");
+      }
+    }
+  }
+  if (!ambiguous) {
+    return std::nullopt;
+  }
+  return "\"" + std::string(text) + "\" is " + spelled +
+         ": m is minutes, not months; write months as days (e.g. 1y180d)";
 }
 
 std::string FormatDuration(std::chrono::seconds duration) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,10 +18,15 @@ using Years = std::chrono::duration<std::int64_t, std::ratio<365 * 86400>>;
 // std::chrono time point (year 2262) can hold.
 inline constexpr std::chrono::seconds kMaxDuration = Years(100);
 
-// Parses "720h", "30d", "10y", "1h30m", "90s". Units: s, m, h, d (24h), y (365d).
+// Parses "720h", "30d", "10y", "1h30m", "90s". Units: s, m, h, d (24h), y (365d). Units it
+// does not take (ms, us, ns, w, M, mo) are refused by name, saying what to write instead.
 // Every number needs a unit; the total must be positive unless allow_zero, and at most
 // kMaxDuration (kInvalidArgument naming the maximum otherwise).
 Result<std::chrono::seconds> ParseDuration(std::string_view text, bool allow_zero = false);
+
+// A warning for a duration that parses but likely means something else: minutes right after
+// years or days ("1y6m" is a year and six minutes, not eighteen months). Nullopt otherwise.
+std::optional<std::string> DurationAmbiguity(std::string_view text);
 
 // The shortest exact spelling in the same units: 86400s -> "1d", 5400s -> "1h30m".
 std::string FormatDuration(std::chrono::seconds duration);

@@ -34,6 +34,37 @@ TEST(ParseDuration, RejectsMalformedInputWithReason) {
   EXPECT_NE(ParseDuration("10").error().message().find("missing unit"), std::string::npos);
 }
 
+TEST(ParseDuration, RefusesUnitsItDoesNotTakeByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"90ms", "milliseconds (ms) are not supported"},
+      {"1h500ms", "milliseconds (ms) are not supported"},
+      {"10us", "microseconds (us) are not supported"},
+      {"10ns", "nanoseconds (ns) are not supported"},
+      {"2w", "weeks (w) are not a unit; write days, e.g. 14d"},
+      {"6M", "months (M) are not a unit, and m is minutes"},
+      {"1y6mo", "months (mo) are not a unit, and m is minutes"},
+  };
+  for (const auto& [text, reason] : cases) {
+    auto parsed = ParseDuration(text);
+    ASSERT_FALSE(parsed.has_value()) << text;
+    EXPECT_EQ(parsed.error().code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(parsed.error().message().find(reason), std::string::npos)
+        << text << ": " << parsed.error().message();
+  }
+  // Minutes followed by seconds are still minutes and seconds.
+  EXPECT_EQ(ParseDuration("5m3s").value(), seconds(303));
+}
+
+TEST(DurationAmbiguity, WarnsOfMinutesRightAfterYearsOrDays) {
+  EXPECT_EQ(DurationAmbiguity("1y6m").value_or(""),
+            "\"1y6m\" is 1 year and 6 minutes: m is minutes, not months; write months as days "
+            "(e.g. 1y180d)");
+  EXPECT_TRUE(DurationAmbiguity("30d2m").has_value());
+  for (const char* clear : {"1h30m", "15m", "1y180d", "720h", "1d2h3m", "90s"}) {
+    EXPECT_FALSE(DurationAmbiguity(clear).has_value()) << clear;
+  }
+}
+
 TEST(ParseDuration, ZeroOnlyWhenAllowed) {
   EXPECT_FALSE(ParseDuration("0s").has_value());
   EXPECT_EQ(ParseDuration("0s", /*allow_zero=*/true).value(), seconds(0));
