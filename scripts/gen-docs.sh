@@ -22,8 +22,9 @@ render_commands() {
 
 Every command exits 0 on success, 1 when the operation failed (`check`: when it found
 something) and 2 on a usage error, with a one-line message; see [exit codes](exit-codes.md).
-Durations are written like `90s`, `15m`, `12h`, `30d`, `1y6m` (`m` is minutes); the longest
-is `100y`.
+Durations are written like `90s`, `15m`, `12h`, `30d`, `1h30m`, `1y180d`; the longest is `100y`.
+`m` is minutes: there is no month unit (write days), and `1y6m`, a year and six minutes, is
+warned about. Units below a second (`ms`) and weeks (`w`) are refused, naming the unit.
 
 HEADER
   echo '## certctl'

@@ -1,21 +1,25 @@
 #include "cli/app.h"
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
 #include "certctl/util/clock.h"
 #include "certctl/util/environment.h"
 
 #include "cli/check.h"
 #include "cli/exit_codes.h"
+#include "cli/flags.h"
 #include "cli/generate.h"
 #include "cli/job.h"
 #include "cli/logging.h"
 #include "cli/rotate.h"
 #include "cli/run.h"
+#include "cli/unknown_input.h"
 #include "cli/version.h"
 #include "cli/wait.h"
 
@@ -31,15 +35,21 @@ std::string CommandOf(const CLI::App& app) {
   return command;
 }
 
-// CLI11 reports usage errors over two lines; the contract wants one, naming the command.
-int ReportParseError(const CLI::App& app, const CLI::ParseError& error, bool json_report) {
+// CLI11 reports usage errors over two lines; the contract wants one, naming the command. An
+// unknown command or flag is named, with the nearest known one.
+int ReportParseError(const CLI::App& app, const CLI::ParseError& error,
+                     const std::vector<std::string>& args, bool json_report) {
   if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
     // --help and friends.
     std::cout << app.help();
     return kExitOk;
   }
   const std::string command = CommandOf(app);
-  const std::string message = std::string(error.what()) + " (see '" + command + " --help')";
+  std::string reason = error.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&error) != nullptr || app.get_subcommands().empty()) {
+    reason = DescribeUnknownInput(app, args).value_or(reason);
+  }
+  const std::string message = reason + " (see '" + command + " --help')";
   std::cerr << command << ": " << message << "\n";
   if (json_report) {
     PrintCheckError(message);
@@ -106,7 +116,9 @@ int Main(const std::string& program, int argc, char** argv) {
     std::cout << app.help();
     return kExitOk;
   } catch (const CLI::ParseError& error) {
-    return ReportParseError(app, error, CheckWantsJson(argc, argv));
+    return ReportParseError(app, error,
+                            std::vector<std::string>(argv + std::min(argc, 1), argv + argc),
+                            CheckWantsJson(argc, argv));
   }
 
   if (auto configured = SetupLogging(logging); !configured) {
@@ -115,6 +127,10 @@ int Main(const std::string& program, int argc, char** argv) {
       PrintCheckError(configured.error().message());
     }
     return kExitUsage;
+  }
+
+  for (const std::string& warning : TakeFlagWarnings()) {
+    spdlog::warn("{}", warning);
   }
 
   const SystemClock clock;

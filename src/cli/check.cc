@@ -56,7 +56,7 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
       "check",
       "Validate a certificate pair (files or the Secret) and the CA bundle of every target; "
       "exit 1 when anything is wrong");
-  AddIdentityFlags(*command, options.identity);
+  AddIdentityFlags(*command, options.identity, IdentityRole::kCheck);
   AddDurationFlag(*command, "--renew-before", options.renew_before,
                   "Report certificates with less validity left than this", /*allow_zero=*/true);
   AddDurationFlag(*command, "--ca-overlap", options.ca_overlap,
@@ -78,7 +78,7 @@ CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options) {
   dir->excludes(cert)->excludes(key)->excludes(ca)->excludes(secret);
   cert->excludes(secret);
   AddConnectionFlags(*command, options.connection);
-  AddTargetFlags(*command, options.targets);
+  AddTargetFlags(*command, options.targets, TargetRole::kCheck);
   command->add_option("-o,--output", options.output, "Report format")
       ->check(CLI::IsMember({"text", "json"}))
       ->capture_default_str();

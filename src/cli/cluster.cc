@@ -27,26 +27,39 @@ void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
       ->capture_default_str();
 }
 
-void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
+void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection, TargetRole role) {
+  const bool injects = role == TargetRole::kInject;
   app.add_option("--validating-webhook", selection.validating_webhooks,
-                 "ValidatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
+                 injects ? "ValidatingWebhookConfiguration whose webhooks get the CA bundle "
+                           "(repeatable)"
+                         : "ValidatingWebhookConfiguration whose webhooks must hold the CA "
+                           "bundle and call a name the certificate covers (repeatable)")
       ->type_name("NAME")
       ->check(ObjectNameCheck("ValidatingWebhookConfiguration"));
   app.add_option("--mutating-webhook", selection.mutating_webhooks,
-                 "MutatingWebhookConfiguration whose webhooks get the CA bundle (repeatable)")
+                 injects ? "MutatingWebhookConfiguration whose webhooks get the CA bundle "
+                           "(repeatable)"
+                         : "MutatingWebhookConfiguration whose webhooks must hold the CA bundle "
+                           "and call a name the certificate covers (repeatable)")
       ->type_name("NAME")
       ->check(ObjectNameCheck("MutatingWebhookConfiguration"));
-  app.add_option(
-         "--crd", selection.crds,
-         "CustomResourceDefinition whose conversion webhook gets the CA bundle (repeatable)")
+  app.add_option("--crd", selection.crds,
+                 injects ? "CustomResourceDefinition whose conversion webhook gets the CA bundle "
+                           "(repeatable)"
+                         : "CustomResourceDefinition whose conversion webhook must hold the CA "
+                           "bundle (repeatable)")
       ->type_name("NAME")
       ->check(ObjectNameCheck("CustomResourceDefinition"));
   app.add_option("--apiservice", selection.api_services,
-                 "APIService that gets the CA bundle (repeatable)")
+                 injects ? "APIService that gets the CA bundle (repeatable)"
+                         : "APIService that must hold the CA bundle (repeatable)")
       ->type_name("NAME")
       ->check(ObjectNameCheck("APIService"));
   app.add_option("--webhook-selector", selection.webhook_selector,
-                 "Label selector: every validating and mutating webhook configuration matching it")
+                 injects ? "Label selector: every validating and mutating webhook "
+                           "configuration matching it gets the CA bundle"
+                         : "Label selector: every validating and mutating webhook "
+                           "configuration matching it is checked")
       ->type_name("SELECTOR")
       ->check(
           [](const std::string& text) {
@@ -60,7 +73,7 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection) {
             auto valid = kube::ValidateLabelSelector(text);
             return valid ? std::string() : valid.error().message();
           },
-          "SELECTOR");
+          "");  // no description: the help shows the type name, SELECTOR, once
 }
 
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,
@@ -91,6 +104,13 @@ Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string
   Cluster cluster;
   cluster.client = std::move(*client);
   cluster.ns = kube::ResolveNamespace(namespace_flag, env, *config);
+  if (namespace_flag.empty() && config->namespace_name.empty() &&
+      env.Get("POD_NAMESPACE").value_or("").empty()) {
+    // A user who forgot -n would otherwise only see objects reported missing.
+    spdlog::info(
+        "no -n, no $POD_NAMESPACE, and no namespace from a service account or the "
+        "kubeconfig context: using namespace \"default\"");
+  }
   cluster.description = config->description;
   return cluster;
 }

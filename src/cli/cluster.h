@@ -27,8 +27,12 @@ struct ConnectionFlags {
 };
 void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags);
 
+// Whether a command writes the CA bundle into its targets or only checks them: the help of
+// each target flag says which.
+enum class TargetRole { kInject, kCheck };
+
 // --validating-webhook, --mutating-webhook, --crd, --apiservice (repeatable), --webhook-selector.
-void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection);
+void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection, TargetRole role);
 
 struct Cluster {
   std::unique_ptr<kube::Client> client;

@@ -1,6 +1,9 @@
 #include "cli/flags.h"
 
 #include <cstdlib>
+#include <utility>
+
+#include <spdlog/spdlog.h>
 
 #include "certctl/kube/names.h"
 #include "certctl/util/duration.h"
@@ -8,6 +11,13 @@
 
 namespace certctl::cli {
 namespace {
+
+// Warnings about flag values that parse but likely mean something else, kept until logging is
+// set up (flags are parsed before it).
+std::vector<std::string>& PendingWarnings() {
+  static std::vector<std::string> warnings;
+  return warnings;
+}
 
 CLI::Validator NameCheck(const std::string& kind, Status (*validate)(std::string_view),
                          const char* rule) {
@@ -32,6 +42,8 @@ CLI::Validator NamespaceNameCheck() {
   return NameCheck("namespace", kube::ValidateLabelName, kube::kLabelRule);
 }
 
+std::vector<std::string> TakeFlagWarnings() { return std::exchange(PendingWarnings(), {}); }
+
 CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono::seconds& target,
                              const std::string& description, bool allow_zero) {
   CLI::Option* option = app.add_option_function<std::string>(
@@ -41,6 +53,9 @@ CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono
         if (!parsed) {
           throw CLI::ValidationError(name + ": " + parsed.error().message());
         }
+        if (auto ambiguity = DurationAmbiguity(text)) {
+          PendingWarnings().push_back(name + ": " + *ambiguity);
+        }
         target = *parsed;
       },
       description);
@@ -48,17 +63,50 @@ CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono
   return option;
 }
 
-void AddIdentityFlags(CLI::App& app, IdentityFlags& flags) {
-  app.add_option("--service", flags.service,
-                 "Name of the webhook's Service; its DNS names become the certificate's SANs");
-  app.add_option("-n,--namespace", flags.namespace_name,
-                 "Namespace of the Service (default: $POD_NAMESPACE, else \"default\")")
+void AddIdentityFlags(CLI::App& app, IdentityFlags& flags, IdentityRole role) {
+  constexpr char kOfflineNamespace[] = "(default: $POD_NAMESPACE, else \"default\")";
+  constexpr char kClusterNamespace[] =
+      "(default: $POD_NAMESPACE, else the service account's namespace in a pod, else the "
+      "kubeconfig context's, else \"default\")";
+  const bool issues = role == IdentityRole::kIssueOffline || role == IdentityRole::kIssueInCluster;
+  std::string service_help;
+  std::string namespace_help;
+  switch (role) {
+    case IdentityRole::kIssueOffline:
+      service_help = "Name of the webhook's Service; its DNS names become the certificate's SANs";
+      namespace_help = std::string("Namespace of the Service ") + kOfflineNamespace;
+      break;
+    case IdentityRole::kIssueInCluster:
+      service_help =
+          "Name of the webhook's Service; its DNS names become the server certificate's SANs";
+      namespace_help = std::string("Namespace of the Secret and the Service ") + kClusterNamespace;
+      break;
+    case IdentityRole::kCheck:
+      service_help =
+          "Name of the webhook's Service; the server certificate must cover its DNS names";
+      namespace_help = std::string("Namespace of the Secret and the Service ") + kClusterNamespace +
+                       "; with files: $POD_NAMESPACE, else \"default\"";
+      break;
+    case IdentityRole::kWaitOffline:
+      service_help = "Name of the webhook's Service; the certificate must cover its DNS names";
+      namespace_help =
+          std::string("Namespace of the Service whose names the certificate must cover ") +
+          kOfflineNamespace;
+      break;
+  }
+  app.add_option("--service", flags.service, service_help);
+  app.add_option("-n,--namespace", flags.namespace_name, namespace_help)
       ->check(NamespaceNameCheck());
-  app.add_option("--cluster-domain", flags.cluster_domain, "Cluster DNS domain")
+  app.add_option("--cluster-domain", flags.cluster_domain,
+                 "Cluster DNS domain, the suffix of the Service's DNS names")
       ->capture_default_str();
-  app.add_option("--dns-name", flags.dns_names, "Extra DNS name for the certificate (repeatable)")
+  app.add_option("--dns-name", flags.dns_names,
+                 issues ? "Extra DNS name to put in the server certificate (repeatable)"
+                        : "Extra DNS name the server certificate must cover (repeatable)")
       ->type_name("NAME");
-  app.add_option("--ip", flags.ip_addresses, "IP address for the certificate (repeatable)")
+  app.add_option("--ip", flags.ip_addresses,
+                 issues ? "IP address to put in the server certificate (repeatable)"
+                        : "IP address the server certificate must cover (repeatable)")
       ->type_name("IP");
 }
 
@@ -66,13 +114,22 @@ pki::ServiceIdentity ResolveIdentity(const IdentityFlags& flags) {
   pki::ServiceIdentity identity;
   identity.service = flags.service;
   identity.namespace_name = flags.namespace_name;
+  bool defaulted = false;
   if (identity.namespace_name.empty()) {
     const char* from_env = std::getenv("POD_NAMESPACE");
-    identity.namespace_name = from_env != nullptr && *from_env != '\0' ? from_env : "default";
+    defaulted = from_env == nullptr || *from_env == '\0';
+    identity.namespace_name = defaulted ? "default" : from_env;
   }
   identity.cluster_domain = flags.cluster_domain;
   identity.extra_dns_names = flags.dns_names;
   identity.ip_addresses = flags.ip_addresses;
+  // Said only of an identity the command goes on to use: a bad one is refused on one line.
+  if (defaulted && !identity.service.empty() && pki::ValidateIdentity(identity)) {
+    spdlog::info(
+        "no -n and no $POD_NAMESPACE: the Service \"{}\" is taken to be in namespace "
+        "\"default\"",
+        identity.service);
+  }
   return identity;
 }
 

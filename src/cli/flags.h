@@ -24,9 +24,22 @@ CLI::Validator ObjectNameCheck(const std::string& kind);
 CLI::Validator NamespaceNameCheck();
 
 // Adds a flag that takes a duration ("720h", "30d", "10y"); a bad value is a usage error
-// raised while parsing, so it exits 2 like any other.
+// raised while parsing, so it exits 2 like any other. A value that parses but likely means
+// something else ("1y6m": minutes, not months) leaves a warning for TakeFlagWarnings.
 CLI::Option* AddDurationFlag(CLI::App& app, const std::string& name, std::chrono::seconds& target,
                              const std::string& description, bool allow_zero = false);
+
+// The warnings the flags parsed so far left, each naming its flag; taking them clears them.
+std::vector<std::string> TakeFlagWarnings();
+
+// What a command does with the names it is given, and where its namespace comes from: each
+// has its own help text, so the help of a command that only checks never says it writes.
+enum class IdentityRole {
+  kIssueOffline,    // generate: the names go into new certificates; namespace -n, $POD_NAMESPACE
+  kIssueInCluster,  // job, run, rotate: into the Secret's certificates; namespace as kubectl
+  kCheck,           // check: the certificates must cover them; files or a Secret
+  kWaitOffline,     // wait: the folder's certificate must cover them
+};
 
 // --service, -n/--namespace, --cluster-domain, --dns-name, --ip.
 struct IdentityFlags {
@@ -36,9 +49,10 @@ struct IdentityFlags {
   std::vector<std::string> dns_names;
   std::vector<std::string> ip_addresses;
 };
-void AddIdentityFlags(CLI::App& app, IdentityFlags& flags);
+void AddIdentityFlags(CLI::App& app, IdentityFlags& flags, IdentityRole role);
 
-// Offline commands resolve the namespace from -n, then $POD_NAMESPACE, then "default".
+// Offline commands resolve the namespace from -n, then $POD_NAMESPACE, then "default"; the
+// last is logged, as a user who forgot -n would not otherwise know.
 pki::ServiceIdentity ResolveIdentity(const IdentityFlags& flags);
 
 // True when the flags name at least one DNS name or IP to check for.

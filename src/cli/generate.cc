@@ -1,11 +1,14 @@
 #include "cli/generate.h"
 
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "certctl/pki/issue.h"
+#include "certctl/pki/validate.h"
 #include "certctl/util/base64.h"
 #include "certctl/util/duration.h"
 
@@ -52,12 +55,27 @@ std::string SecretManifestYaml(const nlohmann::ordered_json& manifest) {
   return out;
 }
 
+// A pair that check reports expiring-soon, and job or run would replace, the moment it is
+// made: legitimate for a test, a surprise otherwise.
+void WarnIfDueForRenewal(const IssuanceFlags& issuance) {
+  const std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  const std::chrono::seconds shortest = std::min(issuance.cert_validity, issuance.ca_validity);
+  if (shortest > renew_before) {
+    return;
+  }
+  spdlog::warn(
+      "the {} is valid for {} only, within the {} before expiry at which check reports "
+      "it expiring-soon and job and run renew it (their --renew-before default)",
+      issuance.cert_validity <= issuance.ca_validity ? "server certificate" : "CA",
+      FormatDuration(shortest), FormatDuration(renew_before));
+}
+
 }  // namespace
 
 CLI::App* AddGenerateCommand(CLI::App& app, GenerateOptions& options) {
   CLI::App* command = app.add_subcommand(
       "generate", "Create a CA and server certificate offline (files or a Secret manifest)");
-  AddIdentityFlags(*command, options.identity);
+  AddIdentityFlags(*command, options.identity, IdentityRole::kIssueOffline);
   AddIssuanceFlags(*command, options.issuance);
   command->add_option("--out-dir", options.out_dir,
                       "Write ca.crt, ca.key, tls.crt and tls.key into this folder");
@@ -105,12 +123,7 @@ int RunGenerate(const GenerateOptions& options, const std::string& command, cons
   }
   const PairFiles files{ca->certificate.ToPem(), *ca_key, leaf->certificate.ToPem(), *leaf_key};
 
-  const pki::CertificateInfo leaf_info = leaf->certificate.Info();
-  spdlog::info("generated CA \"{}\" ({}, valid until {}) and server certificate for {} ({} names)",
-               ca->certificate.Info().common_name, pki::KeyTypeName(options.issuance.key_type),
-               FormatRfc3339(ca->certificate.Info().not_after), leaf_info.common_name,
-               leaf_info.dns_names.size() + leaf_info.ip_addresses.size());
-
+  // Logged once written: a refused --out-dir has generated nothing a user can use.
   if (!options.out_dir.empty()) {
     auto written = WritePairToDir(options.out_dir, files,
                                   options.force ? Overwrite::kAllow : Overwrite::kRefuse);
@@ -118,7 +131,6 @@ int RunGenerate(const GenerateOptions& options, const std::string& command, cons
       std::cerr << command << ": " << written.error().message() << "\n";
       return kExitFailed;
     }
-    spdlog::info("wrote ca.crt, ca.key, tls.crt, tls.key to {}", options.out_dir);
   }
   if (!options.output.empty()) {
     const auto manifest = SecretManifest(options, identity.namespace_name, files);
@@ -126,6 +138,24 @@ int RunGenerate(const GenerateOptions& options, const std::string& command, cons
                                                   : SecretManifestYaml(manifest));
     std::cout.flush();
   }
+
+  const pki::CertificateInfo ca_info = ca->certificate.Info();
+  const pki::CertificateInfo leaf_info = leaf->certificate.Info();
+  std::string where;
+  if (!options.out_dir.empty()) {
+    where = "ca.crt, ca.key, tls.crt, tls.key in " + options.out_dir;
+  }
+  if (!options.output.empty()) {
+    where += (where.empty() ? "" : ", and ") + std::string("a Secret manifest on stdout");
+  }
+  spdlog::info(
+      "generated CA \"{}\" ({}, valid until {}) and server certificate for {} ({} names, valid "
+      "until {}): {}",
+      ca_info.common_name, pki::KeyTypeName(options.issuance.key_type),
+      FormatRfc3339(ca_info.not_after), leaf_info.common_name,
+      leaf_info.dns_names.size() + leaf_info.ip_addresses.size(),
+      FormatRfc3339(leaf_info.not_after), where);
+  WarnIfDueForRenewal(options.issuance);
   return kExitOk;
 }
 

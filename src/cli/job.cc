@@ -126,7 +126,7 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
       ->capture_default_str();
   AddSecretFlags(*command, options.secret);
   AddConnectionFlags(*command, options.connection);
-  AddTargetFlags(*command, options.targets);
+  AddTargetFlags(*command, options.targets, TargetRole::kInject);
   AddDurationFlag(*command, "--wait-for-targets", options.wait_for_targets,
                   "How long the job may take: waiting for targets that do not exist yet and "
                   "retrying failed API requests",

@@ -157,7 +157,7 @@ CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options) {
                   "How long the whole rotation may take, waiting for targets included");
   AddSecretFlags(*command, options.secret);
   AddConnectionFlags(*command, options.connection);
-  AddTargetFlags(*command, options.targets);
+  AddTargetFlags(*command, options.targets, TargetRole::kInject);
   return command;
 }
 

@@ -211,7 +211,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
       "right, and report readiness");
   AddSecretFlags(*command, options.secret);
   AddConnectionFlags(*command, options.connection);
-  AddTargetFlags(*command, options.targets);
+  AddTargetFlags(*command, options.targets, TargetRole::kInject);
   command->add_option("--cert-dir", options.cert_dir,
                       "Folder to keep tls.crt, tls.key and ca.crt in (swapped atomically as a "
                       "set); empty: none");

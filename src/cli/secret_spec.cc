@@ -5,7 +5,7 @@
 namespace certctl::cli {
 
 void AddSecretFlags(CLI::App& app, SecretFlags& flags) {
-  AddIdentityFlags(app, flags.identity);
+  AddIdentityFlags(app, flags.identity, IdentityRole::kIssueInCluster);
   AddIssuanceFlags(app, flags.issuance);
   AddDurationFlag(app, "--renew-before", flags.renew_before,
                   "Renew certificates with less validity left than this");

@@ -48,7 +48,7 @@ CLI::App* AddWaitCommand(CLI::App& app, WaitOptions& options) {
       "Block until a folder holds a valid certificate pair, then optionally exec a command");
   command->add_option("--cert-dir", options.cert_dir, "Folder holding tls.crt, tls.key, ca.crt")
       ->required();
-  AddIdentityFlags(*command, options.identity);
+  AddIdentityFlags(*command, options.identity, IdentityRole::kWaitOffline);
   AddDurationFlag(*command, "--timeout", options.timeout, "Give up after this long");
   AddDurationFlag(*command, "--interval", options.interval, "How often to look");
   command->add_option("command", options.command, "Command to exec once ready (after --)")

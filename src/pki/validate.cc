@@ -167,7 +167,7 @@ void Validator::Run() {
     report_.leaf = info;
     if (leaf_key && !leaf.MatchesKey(*leaf_key)) {
       Add(Part::kLeafKey, FindingCode::kKeyMismatch,
-          source_.key_label + " does not match " + Name("server certificate", info));
+          "the private key does not match " + Name("server certificate", info));
     }
     FindIssuer(leaf);
     if (!cas_.empty()) {
@@ -196,7 +196,7 @@ void Validator::Run() {
     const std::size_t index = report_.issuer_index.value_or(0);
     if (!cas_[index].MatchesKey(*ca_key) && !cas_.front().MatchesKey(*ca_key)) {
       Add(Part::kCaKey, FindingCode::kKeyMismatch,
-          source_.ca_key_label + " does not match " + Name("CA certificate", report_.ca[index]));
+          "the CA's private key does not match " + Name("CA certificate", report_.ca[index]));
     }
   }
 }

@@ -388,7 +388,7 @@ def test_check_json_is_one_document_when_check_cannot_run(demo, certctl_binary, 
     cases = {
         # The flag is refused before -o is read: JSON all the same.
         "unknown flag": (run_certctl(certctl_binary, "check", "--bogus", "-o", "json"),
-                         "The following argument was not expected: --bogus"),
+                         "unknown flag --bogus"),
         "bad value": (run_certctl(certctl_binary, "check", "-o", "json", "--renew-before",
                                   "soon"),
                       '--renew-before: invalid duration "soon"'),

@@ -131,8 +131,8 @@ def test_check_of_a_bad_secret_fails_naming_kubectl_certctl(kubectl_plugin, setu
     # A usage error points at the plugin's own help.
     usage = kubectl_plugin("certctl", "check", "--secret", SECRET, "--no-such-flag")
     assert usage.returncode == 2, usage.stderr
-    assert usage.stderr == ("kubectl certctl check: The following argument was not expected: "
-                            "--no-such-flag (see 'kubectl certctl check --help')\n")
+    assert usage.stderr == ("kubectl certctl check: unknown flag --no-such-flag (see 'kubectl "
+                            "certctl check --help')\n")
 
 
 def test_kubeconfig_and_context_flags_go_after_the_plugin_name(kubectl_plugin, cluster, setup):

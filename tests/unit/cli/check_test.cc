@@ -104,6 +104,31 @@ TEST_F(CheckCommand, KeyFromAnotherPairIsAMismatch) {
   EXPECT_THAT(result.out, HasSubstr("[key-mismatch]"));
 }
 
+TEST_F(CheckCommand, AWrongKeyFileIsNamedOnce) {
+  const std::string key = (dir_ / "ca.key").string();
+  const auto result =
+      RunCertctl({"check", "--cert", dir_ / "tls.crt", "--key", key, "--ca", dir_ / "ca.crt"});
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.out, HasSubstr(key + ": the private key does not match server certificate "
+                                          "\"hook.infra.svc\" [key-mismatch]"));
+  // The path once per line: the line names its file, the message does not repeat it.
+  for (std::size_t at = result.out.find(key); at != std::string::npos;
+       at = result.out.find(key, at + 1)) {
+    const std::size_t line_start = result.out.rfind('\n', at) + 1;
+    EXPECT_EQ(at, line_start) << result.out;
+  }
+}
+
+TEST_F(CheckCommand, FilesWithoutANamespaceSayTheDefaultIsUsed) {
+  ProcessOptions no_pod_namespace;
+  no_pod_namespace.extra_env["POD_NAMESPACE"] = "";
+  const auto result =
+      RunCertctl({"check", "--cert-dir", dir_.path(), "--service", "hook"}, no_pod_namespace);
+  EXPECT_EQ(result.exit_code, 1);  // the pair is for hook.infra.svc
+  EXPECT_THAT(result.err, HasSubstr("no -n and no $POD_NAMESPACE: the Service \"hook\" is taken "
+                                    "to be in namespace \"default\""));
+}
+
 TEST_F(CheckCommand, CouldNotRunExitsTwo) {
   const std::vector<std::vector<std::string>> cases = {
       {"check", "--cert-dir", (dir_ / "nowhere").string()},

@@ -8,6 +8,7 @@
 
 #include "certctl/pki/certificate.h"
 #include "certctl/util/base64.h"
+#include "certctl/util/duration.h"
 
 #include "support/certctl_cli.h"
 #include "support/temp_dir.h"
@@ -99,6 +100,74 @@ TEST(GenerateCommand, RefusesToOverwriteWithoutForce) {
       RunCertctl({"generate", "--service", "hook", "--out-dir", dir.path(), "--force"});
   EXPECT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_THAT(dir.Read("tls.crt"), HasSubstr("BEGIN CERTIFICATE"));
+}
+
+TEST(GenerateCommand, AFolderHoldingAPairIsRefusedWithoutAWordOfGenerating) {
+  TempDir dir;
+  ASSERT_EQ(RunCertctl({"generate", "--service", "hook", "-n", "infra", "--out-dir", dir.path()})
+                .exit_code,
+            0);
+  const std::string before = dir.Read("tls.crt");
+  const auto refused =
+      RunCertctl({"generate", "--service", "hook", "-n", "infra", "--out-dir", dir.path()});
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(CountLines(refused.err), 1) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("already exists (use --force to replace it)"));
+  EXPECT_THAT(refused.err, Not(HasSubstr("generated")));
+  EXPECT_EQ(dir.Read("tls.crt"), before);
+}
+
+TEST(GenerateCommand, LogsWhatItWroteWithBothExpiryTimes) {
+  TempDir dir;
+  const auto result = RunCertctl({"generate", "--service", "hook", "-n", "infra", "--ca-validity",
+                                  "5y", "--cert-validity", "1y", "--out-dir", dir.path()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const auto ca = pki::Certificate::FromPem(dir.Read("ca.crt")).value().Info();
+  const auto leaf = pki::Certificate::FromPem(dir.Read("tls.crt")).value().Info();
+  EXPECT_EQ(CountLines(result.err), 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("generated CA \"hook-ca\" (ecdsa-p256, valid until " +
+                                    FormatRfc3339(ca.not_after) + ")"));
+  EXPECT_THAT(result.err, HasSubstr("server certificate for hook.infra.svc (4 names, valid until " +
+                                    FormatRfc3339(leaf.not_after) +
+                                    "): ca.crt, ca.key, tls.crt, "
+                                    "tls.key in " +
+                                    dir.path().string()));
+}
+
+TEST(GenerateCommand, WarnsOfAValidityWithinTheRenewalWindow) {
+  const auto short_leaf = RunCertctl(
+      {"generate", "--service", "hook", "-n", "infra", "--cert-validity", "1h", "-o", "secret"});
+  ASSERT_EQ(short_leaf.exit_code, 0) << short_leaf.err;
+  EXPECT_THAT(short_leaf.err,
+              HasSubstr("warning the server certificate is valid for 1h only, within the 30d "
+                        "before expiry at which check reports it expiring-soon"));
+  const auto short_ca = RunCertctl(
+      {"generate", "--service", "hook", "-n", "infra", "--ca-validity", "7d", "-o", "secret"});
+  EXPECT_THAT(short_ca.err, HasSubstr("warning the CA is valid for 7d only"));
+  const auto healthy = RunCertctl(
+      {"generate", "--service", "hook", "-n", "infra", "--cert-validity", "90d", "-o", "secret"});
+  EXPECT_THAT(healthy.err, Not(HasSubstr("warning")));
+}
+
+TEST(GenerateCommand, SaysWhenTheNamespaceIsTheDefaultOne) {
+  ProcessOptions no_pod_namespace;
+  no_pod_namespace.extra_env["POD_NAMESPACE"] = "";
+  const auto defaulted =
+      RunCertctl({"generate", "--service", "hook", "-o", "secret"}, no_pod_namespace);
+  ASSERT_EQ(defaulted.exit_code, 0) << defaulted.err;
+  EXPECT_THAT(defaulted.err, HasSubstr("no -n and no $POD_NAMESPACE: the Service \"hook\" is "
+                                       "taken to be in namespace \"default\""));
+  EXPECT_THAT(defaulted.out, HasSubstr("namespace: default\n"));
+
+  const auto given = RunCertctl({"generate", "--service", "hook", "-n", "infra", "-o", "secret"},
+                                no_pod_namespace);
+  EXPECT_THAT(given.err, Not(HasSubstr("no -n")));
+  ProcessOptions pod_namespace;
+  pod_namespace.extra_env["POD_NAMESPACE"] = "infra";
+  const auto from_env =
+      RunCertctl({"generate", "--service", "hook", "-o", "secret"}, pod_namespace);
+  EXPECT_THAT(from_env.err, Not(HasSubstr("no -n")));
+  EXPECT_THAT(from_env.out, HasSubstr("namespace: infra\n"));
 }
 
 TEST(GenerateCommand, TheFolderGetsTheSameModeUnderAnyUmask) {

@@ -94,13 +94,10 @@ TEST_F(InvokedAs, UsageErrorsAndTheirHintNameTheProgram) {
   const auto plugin = Run("kubectl-certctl", {"check", "--bogus"});
   EXPECT_EQ(plugin.exit_code, 2);
   EXPECT_EQ(plugin.err,
-            "kubectl certctl check: The following argument was not expected: --bogus (see "
-            "'kubectl certctl check --help')\n");
+            "kubectl certctl check: unknown flag --bogus (see 'kubectl certctl check --help')\n");
   const auto plain = Run("certctl", {"check", "--bogus"});
   EXPECT_EQ(plain.exit_code, 2);
-  EXPECT_EQ(plain.err,
-            "certctl check: The following argument was not expected: --bogus (see 'certctl "
-            "check --help')\n");
+  EXPECT_EQ(plain.err, "certctl check: unknown flag --bogus (see 'certctl check --help')\n");
 
   const auto unknown = Run("kubectl-certctl", {"frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2);

@@ -12,6 +12,7 @@ namespace certctl::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(Usage, UnknownFlagIsOneLineAndExitTwo) {
   const auto result = RunCertctl({"check", "--no-such-flag"});
@@ -21,10 +22,54 @@ TEST(Usage, UnknownFlagIsOneLineAndExitTwo) {
 }
 
 TEST(Usage, MissingSubcommandAndUnknownSubcommandExitTwo) {
-  EXPECT_EQ(RunCertctl({}).exit_code, 2);
+  const auto missing = RunCertctl({});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err,
+            "certctl: a command is required: one of generate, check, wait, job, run, rotate, "
+            "version (see 'certctl --help')\n");
   const auto unknown = RunCertctl({"frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2);
-  EXPECT_EQ(CountLines(unknown.err), 1) << unknown.err;
+  EXPECT_EQ(unknown.err, "certctl: unknown command \"frobnicate\" (see 'certctl --help')\n");
+}
+
+TEST(Usage, AMisspeltCommandOrFlagIsNamedWithTheNearestOne) {
+  const auto command = RunCertctl({"chek"});
+  EXPECT_EQ(command.exit_code, 2);
+  EXPECT_EQ(command.err,
+            "certctl: unknown command \"chek\"; did you mean check? (see 'certctl --help')\n");
+  const auto flag = RunCertctl({"check", "--servce", "foo"});
+  EXPECT_EQ(flag.exit_code, 2);
+  EXPECT_EQ(flag.err,
+            "certctl check: unknown flag --servce; did you mean --service? (see "
+            "'certctl check --help')\n");
+  const auto argument = RunCertctl({"check", "--service", "hook", "extra"});
+  EXPECT_EQ(argument.exit_code, 2);
+  EXPECT_EQ(argument.err,
+            "certctl check: unexpected argument \"extra\": check takes only flags "
+            "(see 'certctl check --help')\n");
+}
+
+TEST(Usage, UnitsBelowASecondAndWeeksAreRefusedByName) {
+  const auto ms =
+      RunCertctl({"generate", "--service", "hook", "-o", "secret", "--cert-validity", "90ms"});
+  EXPECT_EQ(ms.exit_code, 2);
+  EXPECT_EQ(CountLines(ms.err), 1) << ms.err;
+  EXPECT_THAT(ms.err, HasSubstr("--cert-validity: invalid duration \"90ms\": milliseconds (ms) "
+                                "are not supported; the shortest unit is s (seconds)"));
+  const auto weeks = RunCertctl({"check", "--renew-before", "2w"});
+  EXPECT_EQ(weeks.exit_code, 2);
+  EXPECT_THAT(weeks.err, HasSubstr("weeks (w) are not a unit; write days, e.g. 14d"));
+}
+
+TEST(Usage, MinutesRightAfterYearsAreWarnedAbout) {
+  const auto result = RunCertctl(
+      {"generate", "--service", "hook", "-n", "infra", "-o", "secret", "--cert-validity", "1y6m"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("warning --cert-validity: \"1y6m\" is 1 year and 6 minutes: "
+                                    "m is minutes, not months"));
+  const auto clear = RunCertctl({"generate", "--service", "hook", "-n", "infra", "-o", "secret",
+                                 "--cert-validity", "1y180d"});
+  EXPECT_THAT(clear.err, Not(HasSubstr("warning")));
 }
 
 TEST(Usage, MissingRequiredFlagExitsTwo) {

@@ -281,7 +281,8 @@ TEST(PkiValidate, KeyOfAnotherCertificateIsAKeyMismatch) {
   EXPECT_EQ(finding.part, Part::kLeafKey);
   EXPECT_EQ(finding.finding.code, FindingCode::kKeyMismatch);
   EXPECT_EQ(finding.finding.object, "tls.key");
-  EXPECT_EQ(finding.finding.message, "tls.key does not match server certificate \"svc.ns.svc\"");
+  EXPECT_EQ(finding.finding.message,
+            "the private key does not match server certificate \"svc.ns.svc\"");
   EXPECT_TRUE(report.CaOk());
 }
 
