@@ -29,7 +29,7 @@ command -v npm >/dev/null || missing+=(npm)
 # too old): a kubectl on PATH is used as it is; without one, kubectl 1.32 goes to
 # .tools/bin/kubectl (quiet when it is there already). Helm likewise.
 install_tools() {
-  command -v kubectl >/dev/null || "$(dirname "$0")/install-kubectl.sh"
+  kubectl version --client >/dev/null 2>&1 || "$(dirname "$0")/install-kubectl.sh"
   "$(dirname "$0")/install-helm.sh"
 }
 
