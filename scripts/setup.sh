@@ -26,7 +26,7 @@ mapfile -t missing < <(missing_packages "${packages[@]}")
 command -v npm >/dev/null || missing+=(npm)
 
 # kubectl and helm are not Debian packages (Debian 12's kubernetes-client is kubectl 1.20,
-# too old): a kubectl on PATH is used as it is; without one, kubectl 1.32 goes to
+# too old): a kubectl on PATH that runs is used as it is; without one, kubectl 1.32 goes to
 # .tools/bin/kubectl (quiet when it is there already). Helm likewise.
 install_tools() {
   kubectl version --client >/dev/null 2>&1 || "$(dirname "$0")/install-kubectl.sh"
