@@ -107,13 +107,14 @@ stop_sidecar_act() {
     wait "$pid" 2>/dev/null || true
   done
 }
-# keep_emulator becomes true once a --keep run has passed: then the emulator stays.
-keep_emulator=false
+# keep_emulator becomes true once a --keep run has passed: then the emulator stays. A
+# --keep run that fails removes build/demo/ only once it has put its own emulator there.
+keep_emulator=false emulator_state=''
 cleanup() {
   stop_sidecar_act
   if ! $keep_emulator; then
     stop_emulator
-    if $keep; then rm -rf "$kept"; fi
+    if [[ $emulator_state == "$kept/emulator" ]]; then rm -rf "$kept"; fi
   fi
   progress_stop
   rm -rf "$workdir"
