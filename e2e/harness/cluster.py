@@ -228,7 +228,7 @@ class Cluster:
                     KUBECACHEDIR=os.path.join(self.tmp, f"kubecache-{user}"), HOME=self.tmp)
 
     def kubectl(self, *args, user="admin", input=None, check=True, timeout=30):
-        """Run the real kubectl (harness/kubectl_path.py: the one on PATH, else .tools/bin) as `user`."""
+        """Run the real kubectl (harness/kubectl_path.py: on PATH, else .tools/bin) as `user`."""
         proc = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
                               env=self._kubectl_env(user), timeout=timeout)
         if check and proc.returncode != 0:
