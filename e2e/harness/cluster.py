@@ -19,9 +19,10 @@ import tempfile
 import time
 import urllib.parse
 
+from .kubectl_path import KUBECTL
+
 E2E_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = "/usr/bin/python3"
-KUBECTL = "/usr/bin/kubectl"
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 5.0
 
@@ -227,7 +228,7 @@ class Cluster:
                     KUBECACHEDIR=os.path.join(self.tmp, f"kubecache-{user}"), HOME=self.tmp)
 
     def kubectl(self, *args, user="admin", input=None, check=True, timeout=30):
-        """Run the real kubectl (through the version dispatcher) as `user`."""
+        """Run the real kubectl (harness/kubectl_path.py: on PATH, else .tools/bin) as `user`."""
         proc = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
                               env=self._kubectl_env(user), timeout=timeout)
         if check and proc.returncode != 0:

@@ -29,6 +29,7 @@ import yaml
 from harness import Cluster
 from harness.certctl import api_service, crd, run_certctl, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
+from harness.kubectl_path import KUBECTL
 from harness.kubelet import ContainerProcess, free_ports
 from harness.rbac import CHART, SCOPES, grants, policy_rules, request_name, table_rules
 from kubeemu.auth import rule_allows
@@ -41,7 +42,6 @@ VWC = "ValidatingWebhookConfiguration"
 MWC = "MutatingWebhookConfiguration"
 SELECTOR = "example.com/ca-bundle=certctl"
 EXAMPLES = os.path.join(REPO, "manifests", "examples")
-KUBECTL = "/usr/bin/kubectl"
 
 # A target of each kind, by name; chart `targets` form.
 NAMED = {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],

@@ -27,6 +27,7 @@ import subprocess
 
 import yaml
 
+from harness.kubectl_path import KUBECTL
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 from harness.rbac import policy_rules
 from harness.sidecar import WEBHOOK_SERVER, handshake
@@ -39,7 +40,6 @@ COMPONENT = os.path.join(MANIFESTS, "kustomize", "certctl-sidecar")
 EXAMPLE = os.path.join(MANIFESTS, "examples", "kustomize-component")
 BASE = os.path.join(EXAMPLE, "webhook")
 OVERLAY = os.path.join(EXAMPLE, "with-certctl")
-KUBECTL = "/usr/bin/kubectl"
 NS = "my-webhook-system"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 LABEL = ("certctl.io/sidecar", "enabled")

@@ -21,12 +21,12 @@ import pytest
 import yaml
 
 from harness.helm import INSTALL_HELM, by_kind, find_helm, helm_env, one
+from harness.kubectl_path import KUBECTL
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 EXAMPLES = os.path.join(REPO, "manifests", "examples")
-KUBECTL = "/usr/bin/kubectl"
 
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 ADMISSION = "admissionregistration.k8s.io"

