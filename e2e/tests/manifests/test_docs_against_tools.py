@@ -4,7 +4,7 @@
   and docs/*.md names a real subcommand and only flags that subcommand accepts, as the built
   binary's `certctl SUB --help` lists them; a value given to a DURATION flag parses; a
   `certctl generate` line runs (into a temporary folder). A line whose block shows certctl's
-  own "not expected" error for a flag is an example of that error: the binary must reject it.
+  own "unknown flag" error is an example of that error: the binary must reject the flag so.
 - Every ```yaml block of README.md and docs/ parses.
 - The Argo CD and Flux snippets of docs/gitops.md use only fields those tools define: a small
   schema of the parts used, written from their API types (Argo CD's Application
@@ -275,8 +275,7 @@ def doc_commands():
                         continue
                     expected = None
                     for word in args:
-                        if re.search(r"argument was not expected: " + re.escape(word) + r"\b",
-                                     text_of_block):
+                        if re.search(r"unknown flag " + re.escape(word) + r"\b", text_of_block):
                             expected = word
                     out.append((f"{path}:{number}", args, expected))
     return out
@@ -305,7 +304,7 @@ def problems_of(where, args, expected, cli, certctl_binary, pair_dir):
         if not any(expected in p for p in problems):
             return [f"{where}: shown as an error for {expected}, but {expected} is accepted"]
         result = subprocess.run([certctl_binary] + args, capture_output=True, text=True)
-        if result.returncode != 2 or "not expected" not in result.stderr:
+        if result.returncode != 2 or f"unknown flag {expected}" not in result.stderr:
             return [f"{where}: certctl {' '.join(args)} did not fail as shown: "
                     f"exit {result.returncode}, {result.stderr.strip()}"]
         return []
