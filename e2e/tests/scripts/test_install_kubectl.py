@@ -33,10 +33,13 @@ def fake_package(tmp_path, version):
 
 
 def clone_scripts(tmp_path):
-    """A folder with scripts/install-kubectl.sh, the script's view of a clone."""
+    """A folder with scripts/install-kubectl.sh and the library it sources, the script's view
+    of a clone."""
     clone = tmp_path / "clone"
-    (clone / "scripts").mkdir(parents=True)
+    (clone / "scripts" / "lib").mkdir(parents=True)
     shutil.copy2(SCRIPT, clone / "scripts" / "install-kubectl.sh")
+    shutil.copy2(os.path.join(os.path.dirname(SCRIPT), "lib", "npm-layer.sh"),
+                 clone / "scripts" / "lib" / "npm-layer.sh")
     return clone
 
 
