@@ -13,6 +13,8 @@ import subprocess
 
 import yaml
 
+from harness.helm import by_kind, one
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 EXAMPLES = os.path.join(REPO, "manifests", "examples")
@@ -38,16 +40,6 @@ def renamed_copy(tmp_path, folder, kustomization):
     assert text.count(LINE) == 1, f"{kustomization} must set the name once"
     path.write_text(text.replace(LINE, f"- webhook={NEW}"), encoding="utf-8")
     return copy / folder
-
-
-def by_kind(objects, kind):
-    return [obj for obj in objects if obj["kind"] == kind]
-
-
-def one(objects, kind):
-    found = by_kind(objects, kind)
-    assert len(found) == 1, f"expected one {kind}"
-    return found[0]
 
 
 def values_of(args, flag):
