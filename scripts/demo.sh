@@ -21,8 +21,8 @@
 #                                 build/demo/ (certctl run and the webhook server are
 #                                 stopped); the demo prints the KUBECONFIG to use it with
 #        scripts/demo.sh --stop   stops the emulator a --keep run left and removes build/demo/
-# Env:   CERTCTL_BINARY=path      runs that binary instead of building build/ci/certctl (the
-#                                 demo builds only the certctl target of the ci preset)
+# Env:   CERTCTL_BINARY=path      runs that binary instead of building build/dev/certctl (the
+#                                 demo builds only the certctl target of the dev preset)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib/tls_proof.sh
@@ -127,10 +127,11 @@ scripts/setup.sh
 if [[ -n ${CERTCTL_BINARY:-} ]]; then
   certctl=$(realpath "$CERTCTL_BINARY")
 else
-  # Only the executable (not the unit tests and benchmarks of the preset), through ccache.
-  progress_stage "building certctl: scripts/build.sh ci --target certctl" "$workdir/build.log"
-  scripts/build.sh ci --target certctl 2>&1 | tee "$workdir/build.log"
-  certctl=$PWD/build/ci/certctl
+  # Only the executable, not the unit tests and benchmarks, through ccache; unoptimised (the
+  # dev preset), which compiles in a third less time than the optimised ci preset.
+  progress_stage "building certctl: scripts/build.sh dev --target certctl" "$workdir/build.log"
+  scripts/build.sh dev --target certctl 2>&1 | tee "$workdir/build.log"
+  certctl=$PWD/build/dev/certctl
 fi
 "$certctl" version
 if $keep; then
