@@ -283,6 +283,8 @@ class API:
         obj = self.store.get(req.res.storage, req.namespace, req.name)
         if obj is None:
             raise errors.not_found(req.res.gr, req.name)
+        if req.subresource == "scale":
+            return Reply(200, scale_of(obj))
         return Reply(200, self.present(req.res, obj))
 
     def _selectors(self, req):
@@ -499,6 +501,8 @@ class API:
     # --- UPDATE / PATCH -----------------------------------------------------------------
 
     def update(self, req):
+        if req.subresource == "scale":
+            return self._write_scale(req, lambda current: self._decode_scale(req.body))
         dry_run, validation = self._write_options(req)
         obj = self._decode_body(req, validation)
         if obj["metadata"].get("name", "") != req.name:
@@ -624,6 +628,17 @@ class API:
             raise errors.bad_request(f"invalid JSON document: {e}") from None
         patch_text = codec.dumps(body)
         res = req.res
+        if req.subresource == "scale":
+            if kind == "apply":
+                raise errors.unsupported_media_type("the emulator does not apply to /scale")
+
+            def patched_scale(current):
+                if kind == "json":
+                    return patch.json_patch(current, body)
+                if kind == "merge":
+                    return patch.merge_patch(current, body)
+                return patch.strategic_merge(current, body, None)
+            return self._write_scale(req, patched_scale)
         with self.store.lock:
             old = self.store.get(res.storage, req.namespace, req.name)
             if kind == "apply":
@@ -645,6 +660,40 @@ class API:
             code, result = self._update_object(req, old, new, manager, dry_run,
                                                require_rv=False)
         return Reply(code, self.present(res, result), req.warnings)
+
+    @staticmethod
+    def _decode_scale(raw):
+        try:
+            scale, _ = codec.loads(raw or b"null")
+        except ValueError as e:
+            raise errors.bad_request(f"invalid JSON document: {e}") from None
+        return scale
+
+    def _write_scale(self, req, make):
+        """PUT or PATCH of /scale: `make(current Scale)` gives the new Scale, whose
+        spec.replicas becomes the object's (resourceVersion a precondition when given)."""
+        dry_run, _ = self._write_options(req)
+        manager = self._field_manager(req)
+        with self.store.lock:
+            old = self.store.get(req.res.storage, req.namespace, req.name)
+            if old is None:
+                raise errors.not_found(req.res.gr, req.name)
+            scale = make(scale_of(old))
+            if not isinstance(scale, dict) or not isinstance(scale.get("spec"), dict):
+                raise errors.bad_request("the Scale has no spec")
+            replicas = scale["spec"].get("replicas", 0)
+            if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+                raise errors.invalid_object("Scale.autoscaling", "autoscaling", req.name, [errors.invalid(
+                    "spec.replicas", replicas, "must be greater than or equal to 0")])
+            rv = (scale.get("metadata") or {}).get("resourceVersion")
+            if rv and rv != old["metadata"]["resourceVersion"]:
+                raise errors.conflict(req.res.gr, req.name)
+            new = copy.deepcopy(old)
+            new["spec"]["replicas"] = replicas
+            new["metadata"].pop("resourceVersion", None)
+            code, result = self._update_object(req, old, new, manager, dry_run,
+                                               require_rv=False)
+        return Reply(code, scale_of(result), req.warnings)
 
     def _apply(self, req, old, body, duplicates, validation, manager, force, dry_run):
         """Server-side apply (lock held): merge the configuration, then create or update."""
@@ -939,3 +988,15 @@ class WatchStream:
                 next_bookmark = time.monotonic() + interval
                 if not emit(self._bookmark(current)):
                     return "abort"
+
+
+def scale_of(obj):
+    """The autoscaling/v1 Scale of a Deployment-like object."""
+    meta = obj["metadata"]
+    selector = ((obj.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return {"kind": "Scale", "apiVersion": "autoscaling/v1",
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                               "creationTimestamp") if k in meta},
+            "spec": {"replicas": (obj.get("spec") or {}).get("replicas", 1)},
+            "status": {"replicas": (obj.get("status") or {}).get("replicas", 0),
+                       "selector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))}}

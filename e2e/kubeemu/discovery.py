@@ -52,6 +52,10 @@ def api_resource_list(group, version):
             items.append({"name": f"{r.resource}/status", "singularName": "",
                           "namespaced": r.namespaced, "kind": r.kind,
                           "verbs": ["get", "patch", "update"]})
+        if r.scale:
+            items.append({"name": f"{r.resource}/scale", "singularName": "",
+                          "namespaced": r.namespaced, "group": "autoscaling", "version": "v1",
+                          "kind": "Scale", "verbs": ["get", "patch", "update"]})
     gv = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv,
             "resources": items}

@@ -30,7 +30,7 @@ class Resource:
     def __init__(self, group, version, resource, kind, namespaced, *, short_names=(),
                  categories=(), verbs=ALL_VERBS, status=False, create_on_update=False,
                  unconditional_update=True, generation=None, storage=None, openapi=None,
-                 crd=None, storage_version=None):
+                 crd=None, storage_version=None, scale=False):
         self.group = group
         self.version = version
         self.resource = resource
@@ -41,6 +41,8 @@ class Resource:
         self.verbs = list(verbs)
         # A /status subresource exists; main-resource writes then ignore .status.
         self.status = status
+        # A /scale subresource exists (autoscaling/v1 Scale over spec.replicas).
+        self.scale = scale
         # The registry strategy's AllowCreateOnUpdate / AllowUnconditionalUpdate.
         self.create_on_update = create_on_update
         self.unconditional_update = unconditional_update
@@ -118,7 +120,7 @@ RESOURCES = [
     Resource("apiregistration.k8s.io", "v1", "apiservices", "APIService", False,
              categories=["api-extensions"], status=True, unconditional_update=False),
     Resource("apps", "v1", "deployments", "Deployment", True, short_names=["deploy"],
-             categories=["all"], status=True, generation="spec"),
+             categories=["all"], status=True, generation="spec", scale=True),
     Resource("batch", "v1", "jobs", "Job", True, categories=["all"], status=True,
              generation="spec"),
     Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True,

@@ -57,7 +57,7 @@ def parse_resource_path(path):
         raise errors.not_found_path()  # named namespaced objects need their namespace
     name = rest[1] if len(rest) > 1 else ""
     sub = rest[2] if len(rest) > 2 else ""
-    if sub and not (sub == "status" and res.status):
+    if sub and not ((sub == "status" and res.status) or (sub == "scale" and res.scale)):
         raise errors.not_found_path()
     return Route(res, namespace, name, sub)
 

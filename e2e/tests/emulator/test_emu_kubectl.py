@@ -338,3 +338,40 @@ def test_strict_validation_rejects_unknown_fields(cluster):
     assert out.returncode == 1
     assert 'strict decoding error: unknown field "dta"' in out.stderr
     assert os.path.isdir(os.path.join(cluster.tmp, "kubecache-admin"))
+
+
+DEPLOYMENT = {"apiVersion": "apps/v1", "kind": "Deployment",
+              "metadata": {"name": "web", "namespace": "default"},
+              "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                       "template": {"metadata": {"labels": {"app": "web"}},
+                                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def test_scale_subresource_of_deployments(cluster):
+    """kubectl scale goes through deployments/scale (autoscaling/v1 Scale), as HPAs do."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(DEPLOYMENT))
+    out = cluster.kubectl("scale", "deployment", "web", "--replicas=3").stdout
+    assert out.strip() == "deployment.apps/web scaled"
+    deployment = get_json(cluster, "deployment", "web")
+    assert deployment["spec"]["replicas"] == 3 and deployment["metadata"]["generation"] == 2
+    scale = json.loads(cluster.kubectl(
+        "get", "--raw", "/apis/apps/v1/namespaces/default/deployments/web/scale").stdout)
+    assert scale["kind"] == "Scale" and scale["apiVersion"] == "autoscaling/v1"
+    assert scale["spec"] == {"replicas": 3} and scale["status"]["selector"] == "app=web"
+    assert scale["metadata"]["resourceVersion"] == deployment["metadata"]["resourceVersion"]
+    # --current-replicas is a precondition kubectl checks; a stale resourceVersion is a 409.
+    wrong = cluster.kubectl("scale", "deployment", "web", "--replicas=1",
+                            "--current-replicas=2", check=False)
+    assert wrong.returncode != 0 and "Expected replicas to be 2, was 3" in wrong.stderr
+    stale = dict(scale, metadata=dict(scale["metadata"], resourceVersion="1"),
+                 spec={"replicas": 2})
+    resp = cluster.api("PUT", "/apis/apps/v1/namespaces/default/deployments/web/scale", stale)
+    assert resp.status == 409 and resp.json()["reason"] == "Conflict"
+    negative = cluster.api("PATCH", "/apis/apps/v1/namespaces/default/deployments/web/scale",
+                           {"spec": {"replicas": -1}},
+                           content_type="application/merge-patch+json")
+    assert negative.status == 422 and "spec.replicas" in negative.json()["message"]
+    resources = json.loads(cluster.kubectl("get", "--raw", "/apis/apps/v1").stdout)["resources"]
+    [entry] = [r for r in resources if r["name"] == "deployments/scale"]
+    assert (entry["group"], entry["version"], entry["kind"]) == ("autoscaling", "v1", "Scale")
+    assert get_json(cluster, "deployment", "web")["spec"]["replicas"] == 3
