@@ -80,7 +80,7 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
     const std::string object = TargetObjectName(target.kind, target.name);
     ObjectReference reference = ReferenceOf(target);
     outcome.targets.push_back(target);
-    if (options.hold_back && options.hold_back(object)) {
+    if (options.hold_back && options.hold_back(object, target)) {
       auto patch = inject::BundlePatch(target.kind, target.object, bundle_pem);
       if (!patch) {
         return Fail(patch.error());

@@ -22,6 +22,36 @@ void RecordExpiry(const pki::ValidationReport& validation, PassReport& report) {
   }
 }
 
+// Why the set the folder holds would fail the API server's checks, trusting `ca_bundle`
+// (due for renewal aside); nothing when it still serves.
+std::optional<std::string> StaleSetUnusable(const PassConfig& config, const std::string& ca_bundle,
+                                            TimePoint now) {
+  auto files = certdir::ReadServingFiles(config.cert_dir);
+  if (!files) {
+    return files.error().message();
+  }
+  if (!*files) {
+    return config.cert_dir.string() + " holds no set";
+  }
+  pki::PairSource source;
+  source.ca_pem = ca_bundle;
+  source.cert_pem = (*files)->tls_crt;
+  source.key_pem = (*files)->tls_key;
+  source.cert_label = (config.cert_dir / "tls.crt").string();
+  source.key_label = (config.cert_dir / "tls.key").string();
+  const pki::ValidationReport validation =
+      pki::Validate(source, controller::PolicyFor(config.secret), now);
+  for (const pki::PartFinding& entry : validation.findings) {
+    if (entry.finding.code != FindingCode::kExpiringSoon) {
+      return entry.finding.object + ": " + entry.finding.message;
+    }
+  }
+  return std::nullopt;
+}
+
+// A folder that cannot be written (a read-only mount, a full disk) leaves the webhook serving
+// the set it holds: while that set passes the checks against the Secret's CA bundle, the
+// pass goes on (report.folder_stale says why) instead of taking the pod out of its Service.
 Status PublishFolder(const PassConfig& config, const std::string& tls_crt,
                      const std::string& tls_key, const std::string& ca_crt, const Clock& clock,
                      PassReport& report) {
@@ -31,10 +61,24 @@ Status PublishFolder(const PassConfig& config, const std::string& tls_crt,
   auto published =
       certdir::PublishServingFiles(config.cert_dir, {tls_crt, tls_key, ca_crt}, clock.Now());
   if (!published) {
-    return Fail(published.error());
+    if (auto unusable = StaleSetUnusable(config, ca_crt, clock.Now()); unusable) {
+      return Fail(published.error().code(),
+                  published.error().message() + "; the set it holds does not serve: " + *unusable);
+    }
+    report.folder_stale = published.error().message();
+    return {};
   }
   report.folder_written = report.folder_written || *published == certdir::Publish::kReplaced;
   return {};
+}
+
+// Readiness of a pass whose certificate is in place but whose targets are not all
+// injected: the serving check trusts what the leader is putting into them.
+void NotInjected(PassReport& report, std::string why, const std::string& ca_bundle) {
+  report.ready = true;
+  report.injected = false;
+  report.not_injected = std::move(why);
+  report.target_bundles = {ca_bundle};
 }
 
 void RecordRotation(const controller::RotationState& rotation, PassReport& report) {
@@ -66,7 +110,7 @@ Result<std::optional<controller::InjectOutcome>> InjectNow(kube::Client& client,
   auto injected = controller::InjectBundle(client, config.targets, bundle, no_wait, clock);
   if (!injected) {
     if (injected.error().code() == ErrorCode::kNotFound) {
-      report.not_ready = "waiting for targets: " + injected.error().message();
+      NotInjected(report, "waiting for targets: " + injected.error().message(), bundle);
       return std::optional<controller::InjectOutcome>();
     }
     return Fail(injected.error());
@@ -118,8 +162,9 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
     for (const std::string& object : report.held_back) {
       held += (held.empty() ? "" : ", ") + object;
     }
-    report.not_ready =
-        "another writer keeps changing the caBundle of " + held + "; its next repair waits";
+    NotInjected(report,
+                "another writer keeps changing the caBundle of " + held + "; its next repair waits",
+                secret->ca_bundle);
     return report;
   }
   if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
@@ -131,7 +176,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
                        : FailedAfterWrites(std::move(report), confirmed.error());
     }
     if ((*confirmed)->patched_objects > 0) {
-      report.not_ready = "waiting for the targets to keep the new CA bundle";
+      NotInjected(report, "waiting for the targets to keep the new CA bundle", secret->ca_bundle);
       return report;
     }
     const TimePoint held_since =
@@ -144,6 +189,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
       report.next_step_at = due;
       report.target_bundles = {secret->ca_bundle};
       report.ready = true;
+      report.injected = true;
       return report;
     }
     auto moved = controller::MoveLeafToNewCa(client, config.secret, secret->ca_bundle, clock);
@@ -166,6 +212,7 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   // the server answered the patch.
   report.target_bundles = {secret->ca_bundle};
   report.ready = true;
+  report.injected = true;
   return report;
 }
 
@@ -187,7 +234,12 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   RecordExpiry(secret.validation, report);
   RecordRotation(secret.rotation, report);
   report.rotation_problems = secret.rotation_problems;
-  if (!secret.findings.empty()) {
+  // Due for renewal, the pair still serves: renewing it is the leader's, and leaving the
+  // Service meanwhile (no leader for a lease's length, say) would fail calls it answers.
+  const bool only_due = std::all_of(
+      secret.findings.begin(), secret.findings.end(),
+      [](const Finding& finding) { return finding.code == FindingCode::kExpiringSoon; });
+  if (!only_due) {
     report.not_ready =
         "waiting for the leader to repair " + object + ": " + JoinFindings(secret.findings);
     return report;
@@ -206,8 +258,10 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   }
   report.call_findings = std::move(check.call_findings);
   if (!check.other_findings.empty()) {
-    report.not_ready =
-        "waiting for the leader to inject the bundle: " + JoinFindings(check.other_findings);
+    NotInjected(
+        report,
+        "waiting for the leader to inject the bundle: " + JoinFindings(check.other_findings),
+        *pair.ca_pem);
     return report;
   }
   for (const controller::TargetStatus& target : check.targets) {
@@ -220,6 +274,7 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
     report.target_bundles = {*pair.ca_pem};  // no targets: what the Secret says to trust
   }
   report.ready = true;
+  report.injected = true;
   return report;
 }
 

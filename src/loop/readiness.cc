@@ -19,7 +19,7 @@ std::optional<std::string> Sidecar::NotReady(const std::set<std::string>& exclud
 
 std::vector<ReadinessCheck> Sidecar::Readiness() const {
   const std::lock_guard lock(state_mutex_);
-  std::vector<ReadinessCheck> checks{certificate_, callable_};
+  std::vector<ReadinessCheck> checks{certificate_, injected_, callable_};
   if (serving_) {
     checks.push_back(*serving_);
   }
@@ -27,18 +27,28 @@ std::vector<ReadinessCheck> Sidecar::Readiness() const {
 }
 
 bool Sidecar::ReadyLocked() const {
-  return certificate_.ok && callable_.ok && (!serving_ || serving_->ok);
+  return certificate_.ok && injected_.ok && callable_.ok && (!serving_ || serving_->ok);
 }
 
 void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
-                                      std::vector<std::string> target_bundles) {
+                                      std::vector<std::string> target_bundles,
+                                      std::optional<std::pair<bool, std::string>> injected) {
   bool changed = false;
+  bool file_changed = false;
+  bool file_ready = false;
   {
     const std::lock_guard lock(state_mutex_);
     const bool was_ready = ReadyLocked();
+    const bool file_was = certificate_.ok && injected_.ok;
     changed = ready != certificate_.ok;
     certificate_.ok = ready;
     certificate_.reason = reason;
+    if (injected) {
+      injected_.ok = injected->first;
+      injected_.reason = injected->second;
+    }
+    file_ready = certificate_.ok && injected_.ok;
+    file_changed = file_was != file_ready;
     target_bundles_ = std::move(target_bundles);
     // Until the serving loop answers for this certificate, say what it is doing, not what
     // it last waited for.
@@ -49,11 +59,12 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
     }
     PublishReadiness(was_ready);
   }
-  // The ready file tells the webhook its certificate is there, so it follows this check
-  // alone: a webhook that waits for it cannot pass the serving check before it starts.
-  if (!config_.ready_file.empty() && changed) {
+  // The ready file tells the webhook its certificate is there and trusted, so it follows
+  // these two checks alone: a webhook that waits for it cannot pass the serving check
+  // before it starts.
+  if (!config_.ready_file.empty() && file_changed) {
     std::error_code error;
-    if (ready) {
+    if (file_ready) {
       std::ofstream(config_.ready_file) << "ready\n";
     } else {
       std::filesystem::remove(config_.ready_file, error);
@@ -122,6 +133,7 @@ void Sidecar::PublishReadiness(bool was_ready) {
     log_(LogLevel::kInfo, "ready");
   } else {
     const ReadinessCheck& failing = !certificate_.ok ? certificate_
+                                    : !injected_.ok  ? injected_
                                     : !callable_.ok  ? callable_
                                                      : *serving_;
     log_(LogLevel::kInfo,

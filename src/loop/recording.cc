@@ -128,6 +128,28 @@ void Sidecar::RecordDueTargetEvents() {
   }
 }
 
+namespace {
+
+// Whether every caBundle of `target` is still `bundle` (what this replica last wrote there).
+bool StillHolds(const controller::TargetObject& target, const std::string& bundle) {
+  auto slots = inject::ReadBundleSlots(target.kind, target.object);
+  return slots && std::all_of(slots->begin(), slots->end(), [&](const inject::BundleSlot& slot) {
+           return slot.bundle == bundle;
+         });
+}
+
+}  // namespace
+
+bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
+  if (!damper_.HeldUntil(object, clock_.Monotonic())) {
+    return false;
+  }
+  // Only a repair waits: a target still holding what this replica last wrote takes the next
+  // bundle at once (a CA rotation's step must not wait out the memory of a fight).
+  const auto last_written = written_bundles_.find(object);
+  return last_written == written_bundles_.end() || !StillHolds(target, last_written->second);
+}
+
 void Sidecar::NoteRepairs(const PassReport& report) {
   const MonotonicTime now = clock_.Monotonic();
   for (std::size_t i = 0; i < report.patched.size(); ++i) {
@@ -139,14 +161,9 @@ void Sidecar::NoteRepairs(const PassReport& report) {
     const auto last_written = written_bundles_.find(object);
     // Overwritten: the target no longer held what this replica last put there. Its own
     // rotation writes (the target still holding the previous bundle) are no fight.
-    bool overwritten = false;
-    if (last_written != written_bundles_.end() && read != report.targets.end()) {
-      auto slots = inject::ReadBundleSlots(read->kind, read->object);
-      overwritten =
-          !slots || std::any_of(slots->begin(), slots->end(), [&](const inject::BundleSlot& slot) {
-            return slot.bundle != last_written->second;
-          });
-    }
+    const bool overwritten = last_written != written_bundles_.end() &&
+                             read != report.targets.end() &&
+                             !StillHolds(*read, last_written->second);
     written_bundles_[object] = report.injected_bundle;
     if (!overwritten) {
       continue;

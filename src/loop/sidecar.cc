@@ -24,6 +24,9 @@ constexpr milliseconds kFirstBackoff{500};
 // A pass that ends not ready is tried again after this even without a watch event: a safety
 // net, since the events that fix it (the target appearing, the leader writing) trigger one.
 constexpr milliseconds kNotReadyRetry{30000};
+// A folder that cannot take the current set: a local write, cheap to try again soon, and the
+// set it still holds may be near its end.
+constexpr milliseconds kStaleFolderRetry{1000};
 constexpr seconds kWarningInterval{60};
 constexpr milliseconds kAliveWithin{60000};
 // While a watch is failing, a pass this often re-judges readiness and repairs what changed
@@ -188,8 +191,8 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
   const MonotonicTime started = clock_.Monotonic();
   PassConfig pass = config_.pass;
-  pass.hold_back = [this](const std::string& object) {
-    return damper_.HeldUntil(object, clock_.Monotonic()).has_value();
+  pass.hold_back = [this](const std::string& object, const controller::TargetObject& target) {
+    return HoldsBackRepair(object, target);
   };
   pass.bundle_held_since = [this](const std::string& bundle, bool written) {
     return bundle_hold_.Since(bundle, written, clock_.Now());
@@ -221,14 +224,16 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
              clock_.Now() < *valid_until_;
     }
     if (!keep) {
-      SetCertificateReadiness(false, report.error().message(), {});
+      SetCertificateReadiness(false, report.error().message(), {}, std::nullopt);
     }
     return false;
   }
   backoff_ = milliseconds(0);
+  folder_stale_ = !report->folder_stale.empty();
   // A pass whose targets call names the certificate lacks did not end ready either.
   const bool callable = !report->call_findings || report->call_findings->empty();
-  const std::string result = report->ready && callable ? "ready" : "not_ready";
+  const bool pass_ready = report->ready && report->injected;
+  const std::string result = pass_ready && callable ? "ready" : "not_ready";
   metrics_.reconciles.Add({result});
   metrics_.reconcile_duration.Observe({result}, took);
   const std::string secret = config_.pass.secret.ns + "/" + config_.pass.secret.name;
@@ -242,8 +247,13 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (report->folder_written) {
     log_(LogLevel::kInfo, "wrote a new set to " + config_.pass.cert_dir.string());
   }
-  if (report->ready && callable) {
+  if (pass_ready && callable) {
     metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
+  }
+  if (!report->folder_stale.empty()) {
+    WarnRateLimited("folder", report->folder_stale +
+                                  "; the webhook goes on serving the set the folder holds, which "
+                                  "the Secret's CA bundle still trusts");
   }
   {
     const std::lock_guard lock(state_mutex_);
@@ -255,13 +265,14 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (report->call_findings) {
     SetCallableReadiness(*report->call_findings, role);
   }
-  SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles));
+  SetCertificateReadiness(report->ready, report->not_ready, std::move(report->target_bundles),
+                          std::pair{report->injected, report->not_injected});
   // After readiness: hundreds of Events (one per repaired target) must not hold it back.
   if (role == Role::kLeader) {
     NoteRepairs(*report);
     RecordWrites(*report);
   }
-  if (role == Role::kLeader && config_.fail_closed_once_ready && report->ready) {
+  if (role == Role::kLeader && config_.fail_closed_once_ready && pass_ready) {
     bool ready = false;
     {
       const std::lock_guard lock(state_mutex_);
@@ -359,6 +370,8 @@ void Sidecar::Run() {
     last_pass = clock_.Monotonic();
     if (backoff_ > milliseconds(0)) {
       retry_at = clock_.Monotonic() + Jittered(backoff_, 0.5);
+    } else if (folder_stale_) {
+      retry_at = clock_.Monotonic() + kStaleFolderRetry;
     } else if (NotReady()) {
       retry_at = clock_.Monotonic() + kNotReadyRetry;
     } else {

@@ -10,7 +10,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.certctl import webhook_configuration
+from harness.certctl import run_certctl, webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, stop_all
 from harness.waiting import wait_for
@@ -127,3 +127,33 @@ def test_a_fighting_writer_is_damped_named_and_told_once_per_interval(cluster, s
     wait_for(lambda: bundle(cluster) == injected, "the caBundle repaired after the fight",
              bound=HOLD_CAP + 10, watch=[sidecar])
     wait_for(lambda: sidecar.readyz()[0] == 200, "ready again", watch=[sidecar])
+
+
+@pytest.mark.time_limit(120)
+def test_a_ca_rotation_after_a_fight_does_not_wait_out_its_damping(cluster, sidecar,
+                                                                    certctl_binary):
+    """The memory of a fight spaces out repairs only: a target still holding certctl's own
+    bundle takes the next one (a CA rotation's first step) at once."""
+    injected = bundle(cluster)
+    stop = threading.Event()
+
+    def fight():
+        while not stop.is_set():
+            reset_bundle(cluster)
+            stop.wait(FIGHT_INTERVAL)
+
+    fighter = threading.Thread(target=fight, daemon=True)
+    fighter.start()
+    fighter.join(8.0)  # three free repairs, then holds of 1, 2 and 4 s: the next one is 8 s
+    stop.set()
+    fighter.join()
+    wait_for(lambda: bundle(cluster) == injected, "the caBundle repaired after the fight",
+             bound=HOLD_CAP + 10, watch=[sidecar])
+    # The damper now holds the next repair for twice as long; a rotation is no repair.
+    rotated = run_certctl(certctl_binary, "rotate", "--ca", "-n", NS, "--service", "hook",
+                          "--kubeconfig", cluster.kubeconfig())
+    assert rotated.returncode == 0, rotated.stderr
+    asked = time.monotonic()
+    wait_for(lambda: base64.b64decode(bundle(cluster)).count(b"BEGIN CERTIFICATE") == 2,
+             "both CAs in the caBundle (rotation step 1)", bound=5, watch=[sidecar], poll=0.02)
+    print(f"step 1 reached the fought target {time.monotonic() - asked:.2f}s after the request")

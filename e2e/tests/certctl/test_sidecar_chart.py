@@ -184,7 +184,7 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
     # The startupProbe leaves the serving check out: the webhook container it holds back is
     # what the check shakes hands with.
     for probe, path in (("startupProbe", "/readyz?exclude=serving"),
-                        ("readinessProbe", "/readyz?exclude=callable"),
+                        ("readinessProbe", "/readyz?exclude=callable&exclude=injected"),
                         ("livenessProbe", "/healthz")):
         assert certctl[probe]["httpGet"] == {"path": path, "port": "health"}, probe
     assert certctl["startupProbe"]["periodSeconds"] * \
@@ -296,7 +296,7 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
     assert certctl["startupProbe"]["httpGet"]["path"] == "/readyz?exclude=serving"
     assert (certctl["startupProbe"]["periodSeconds"],
             certctl["startupProbe"]["failureThreshold"]) == (2, 60)
-    assert certctl["readinessProbe"]["httpGet"]["path"] == "/readyz?exclude=callable"
+    assert certctl["readinessProbe"]["httpGet"]["path"] == "/readyz?exclude=callable&exclude=injected"
     assert certctl["livenessProbe"]["httpGet"]["path"] == "/healthz"
     # Helm merges maps: the default requests stay.
     assert certctl["resources"] == {"requests": {"cpu": "10m", "memory": "32Mi"},

@@ -86,7 +86,7 @@ def test_the_example_lints_and_renders_the_webhook_with_certctl_inside(tmp_path,
     assert args_of(certctl["args"], "--service") == ["my-webhook"]
     assert "--leader-elect" in certctl["args"]  # two replicas
     assert certctl["startupProbe"]["httpGet"]["path"] == "/readyz?exclude=serving"
-    assert certctl["readinessProbe"]["httpGet"]["path"] == "/readyz?exclude=callable"
+    assert certctl["readinessProbe"]["httpGet"]["path"] == "/readyz?exclude=callable&exclude=injected"
     # The server: the folder read-only, its own readinessProbe, the user certctl writes as.
     assert server["volumeMounts"] == [{"name": "certctl-certs", "mountPath": "/tls",
                                        "readOnly": True}]

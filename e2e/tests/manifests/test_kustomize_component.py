@@ -145,7 +145,7 @@ def test_overlay_adds_the_native_sidecar_to_the_named_deployment():
     # The startupProbe leaves out `serving` (the webhook container starts only after it
     # passed); the readinessProbe keeps it and leaves out `callable`.
     for probe, path in (("startupProbe", "/readyz?exclude=serving"),
-                        ("readinessProbe", "/readyz?exclude=callable"),
+                        ("readinessProbe", "/readyz?exclude=callable&exclude=injected"),
                         ("livenessProbe", "/healthz")):
         assert certctl[probe]["httpGet"] == {"path": path, "port": "health"}, probe
     assert certctl["startupProbe"]["periodSeconds"] * \

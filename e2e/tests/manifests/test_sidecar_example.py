@@ -110,7 +110,7 @@ def test_native_sidecar_example_shape():
     assert webhook["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "https",
                                                     "scheme": "HTTPS"}
     for probe, path in (("startupProbe", "/readyz?exclude=serving"),
-                        ("readinessProbe", "/readyz?exclude=callable"),
+                        ("readinessProbe", "/readyz?exclude=callable&exclude=injected"),
                         ("livenessProbe", "/healthz")):
         assert certctl[probe]["httpGet"] == {"path": path, "port": "health"}, probe
 

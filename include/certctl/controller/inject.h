@@ -23,9 +23,10 @@ struct InjectOptions {
   // Inject what exists and list the rest in InjectOutcome::missing instead of waiting for it
   // (a pre-upgrade hook: targets the upgrade adds or renames exist only after it).
   bool leave_out_missing = false;
-  // Objects ("kind/name") not to write now although their bundle differs; they are listed in
-  // InjectOutcome::held_back instead (the sidecar spaces out repairs another writer undoes).
-  std::function<bool(const std::string& object)> hold_back;
+  // Objects ("kind/name", as read) not to write now although their bundle differs; they are
+  // listed in InjectOutcome::held_back instead (the sidecar spaces out repairs another writer
+  // undoes).
+  std::function<bool(const std::string& object, const TargetObject& target)> hold_back;
 };
 
 struct InjectOutcome {

@@ -20,8 +20,8 @@ struct PassConfig {
   controller::SecretSpec secret;
   controller::TargetSelection targets;
   std::filesystem::path cert_dir;  // empty: no folder to keep
-  // Targets ("kind/name") whose repair waits: another writer keeps undoing it.
-  std::function<bool(const std::string& object)> hold_back;
+  // Targets ("kind/name", as read) whose repair waits: another writer keeps undoing it.
+  std::function<bool(const std::string& object, const controller::TargetObject& target)> hold_back;
   // Since when every target holds `bundle` (`written`: this pass had to write some first),
   // remembered across the leader's passes: a CA rotation's step 2 waits
   // controller::kBundlePropagation from then. Empty: since now, every time (step 2 waits on).
@@ -51,10 +51,16 @@ struct SecretChange {
 
 // What one pass found and did.
 struct PassReport {
-  // Ready per the readiness rule: the Secret holds a valid pair, the folder (if any) serves
-  // it, and every target's caBundle holds the CA that issued the leaf.
+  // The `certificate` check: the Secret holds a pair that serves (due for renewal still
+  // does: renewing it is the leader's), and the folder (if any) serves it, or still holds
+  // a set the Secret's CA bundle trusts when the folder cannot be written.
   bool ready = false;
   std::string not_ready;  // why not, on one line; empty when ready
+  // The `injected` check: every target's caBundle holds the CA bundle of the Secret.
+  bool injected = false;
+  std::string not_injected;  // why not, on one line; empty when injected
+  // The folder could not take the Secret's set but serves one that still works: why.
+  std::string folder_stale;
   // The Secret's writes, in order: a CA rotation can take steps 1 and 2 in one pass.
   std::vector<SecretChange> secret_changes;
   controller::RotationPhase rotation = controller::RotationPhase::kNone;  // as now stored
@@ -76,7 +82,8 @@ struct PassReport {
   // The leader's targets as last read, for what follows a ready pass (failurePolicy).
   std::vector<controller::TargetObject> targets;
   // When ready: the distinct caBundles the targets hold (decoded PEM), what the API server
-  // will trust when it calls the webhook.
+  // will trust when it calls the webhook; while not injected, the Secret's own CA bundle
+  // (what the leader is putting there).
   std::vector<std::string> target_bundles;
   // Set when a step failed after the pass wrote something (the Secret, a target): the pass
   // failed, but what it wrote is in this report to be told.
@@ -89,7 +96,8 @@ struct PassReport {
 //    not failed: its appearance triggers the next pass. A CA rotation waiting for the targets
 //    moves the leaf to the new CA (and the folder with it) once each reads back the bundle;
 //  - follower: reads the Secret and the targets and writes only its folder; an absent or
-//    invalid Secret, or a target without the bundle, is not ready, waiting for the leader.
+//    invalid Secret is not ready, a target without the bundle not injected, waiting for the
+//    leader.
 // Errors are failures a retry may fix (API, file system) or that need a human (an invalid
 // Secret certctl does not manage); nothing is half-written by them. A failure after the pass
 // wrote something is a report with `failure` set, so what was written is still told.

@@ -39,7 +39,7 @@ struct ServingCheck {
 
 // One named part of readiness, as /readyz?verbose lists it.
 struct ReadinessCheck {
-  std::string name;  // "certificate", "callable", "serving"
+  std::string name;  // "certificate", "injected", "callable", "serving"
   bool ok = false;
   std::string reason;  // why not, when not ok
 };
@@ -99,8 +99,10 @@ class Sidecar {
 
   // Readiness: nothing when every check not `excluded` holds, else why not (the first
   // failing check's reason). Thread-safe and never blocks on a pass or a handshake.
-  //  - certificate: the Secret holds a valid pair, the folder serves it, every target holds
-  //    the bundle (what the ready file waits for);
+  //  - certificate: the Secret holds a pair that serves (due for renewal still does), and
+  //    the folder serves it (or, unwritable, a set the Secret's CA bundle still trusts);
+  //  - injected: every target's caBundle holds the Secret's CA bundle (with certificate,
+  //    what the ready file waits for);
   //  - callable: the certificate names what every target entry calls (SPEC 4a);
   //  - serving (with SidecarConfig::serving): the webhook's listener verifies against the
   //    targets' caBundles.
@@ -132,8 +134,11 @@ class Sidecar {
   void RecordWrites(const PassReport& report);
   // Repeats the serving handshake: soon after each pass, then every few seconds.
   void ServingLoop();
+  // The `certificate` and `injected` checks from a pass (or a failed one: not ready, and
+  // injected left as it was).
   void SetCertificateReadiness(bool ready, const std::string& reason,
-                               std::vector<std::string> target_bundles);
+                               std::vector<std::string> target_bundles,
+                               std::optional<std::pair<bool, std::string>> injected);
   void SetServingReadiness(bool ready, const std::string& reason);
   // The `callable` check from a pass's call findings, with their metric; the leader records
   // a Warning Event for each finding it has not told since the findings last cleared.
@@ -144,6 +149,9 @@ class Sidecar {
   // After a leader's pass: which repairs another writer forced, their metric, log line and
   // Warning, and when a repair held back may go.
   void NoteRepairs(const PassReport& report);
+  // PassConfig::hold_back: a repair of `target` waits while another writer fights over it;
+  // this replica's own next bundle for a target that still holds its last one does not.
+  bool HoldsBackRepair(const std::string& object, const controller::TargetObject& target);
   // Records an Event about a target through target_events_, and the folded ones due.
   void RecordTargetEvent(kube::Json event);
   void RecordDueTargetEvents();
@@ -175,6 +183,7 @@ class Sidecar {
 
   mutable std::mutex state_mutex_;
   ReadinessCheck certificate_{"certificate", false, "starting"};
+  ReadinessCheck injected_{"injected", false, "waiting for the first pass"};
   ReadinessCheck callable_{"callable", false, "waiting for the targets to be read"};
   std::set<std::string> warned_calls_;       // call findings told in a Warning Event (loop thread)
   std::set<std::string> warned_rotation_;    // "annotation=value" warned of (loop thread)
@@ -184,6 +193,7 @@ class Sidecar {
   std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
   std::optional<TimePoint> next_step_at_;    // a CA rotation's next step (loop thread only)
   BundleHold bundle_hold_;                   // for the wait before step 2 (loop thread only)
+  bool folder_stale_ = false;                // the last pass could not write the folder (loop)
   std::set<std::string> told_foreign_sets_;  // lookalike set folders warned of (loop thread)
   bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
   // Watches currently failing: while any is, the loop polls, since no event would tell it

@@ -78,20 +78,23 @@ TEST(ReconcilePass, ASecondPassWritesNothing) {
   EXPECT_EQ(api.WriteCount(), 0);
 }
 
-TEST(ReconcilePass, AMissingTargetIsNotReadyButNotAFailure) {
+TEST(ReconcilePass, AMissingTargetIsNotInjectedButNotAFailure) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
   const auto waiting = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
   ASSERT_TRUE(waiting) << waiting.error().message();
-  EXPECT_FALSE(waiting->ready);
-  EXPECT_THAT(waiting->not_ready, HasSubstr("validatingwebhookconfiguration/hook"));
   // The Secret and the folder are done already; the target's arrival finishes the job.
+  EXPECT_TRUE(waiting->ready) << waiting->not_ready;
+  EXPECT_FALSE(waiting->injected);
+  EXPECT_THAT(waiting->not_injected, HasSubstr("validatingwebhookconfiguration/hook"));
+  EXPECT_THAT(waiting->target_bundles, ::testing::ElementsAre(Data(api, "ca.crt")));
   EXPECT_TRUE(certdir::ReadServingFiles(dir.path()).value().has_value());
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
   const auto done = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
   ASSERT_TRUE(done);
   EXPECT_TRUE(done->ready) << done->not_ready;
+  EXPECT_TRUE(done->injected) << done->not_injected;
 }
 
 // The API server's view: the bundle is injected all the same, and what the target calls is
@@ -185,7 +188,9 @@ TEST(ReconcilePass, AnUnknownRotationPhaseIsToldNotAReasonToBeUnready) {
   EXPECT_EQ(api.WriteCount(), 0);
 }
 
-TEST(ReconcilePass, AFollowerIsNotReadyWhileATargetLacksTheBundle) {
+// Every replica sees the same target: leaving the Service would not help it, so the
+// certificate check holds and only `injected` waits for the leader.
+TEST(ReconcilePass, AFollowerIsNotInjectedWhileATargetLacksTheBundle) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
@@ -194,22 +199,35 @@ TEST(ReconcilePass, AFollowerIsNotReadyWhileATargetLacksTheBundle) {
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));  // re-applied without caBundle
   const auto report = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
   ASSERT_TRUE(report);
-  EXPECT_FALSE(report->ready);
-  EXPECT_THAT(report->not_ready, HasSubstr("waiting for the leader to inject the bundle"));
-  EXPECT_THAT(report->not_ready, HasSubstr("validatingwebhookconfiguration/hook"));
+  EXPECT_TRUE(report->ready) << report->not_ready;
+  EXPECT_FALSE(report->injected);
+  EXPECT_THAT(report->not_injected, HasSubstr("waiting for the leader to inject the bundle"));
+  EXPECT_THAT(report->not_injected, HasSubstr("validatingwebhookconfiguration/hook"));
+  // The serving check trusts what the leader is putting there, not the emptied field.
+  EXPECT_THAT(report->target_bundles, ::testing::ElementsAre(Data(api, "ca.crt")));
 }
 
-TEST(ReconcilePass, AFollowerIsNotReadyWhileTheLeafIsDueForRenewal) {
+// Due for renewal is the leader's business; a follower without a leader (its lease not yet
+// expired) goes on serving the pair until it really expires.
+TEST(ReconcilePass, AFollowerStaysReadyWhileTheLeafIsDueForRenewalButNotOnceItExpired) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
   api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
   ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
   clock.Advance(61 * kDay);  // 29 days left, renew_before is 30
-  const auto report = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
-  ASSERT_TRUE(report);
-  EXPECT_FALSE(report->ready);
-  EXPECT_THAT(report->not_ready, HasSubstr("waiting for the leader to repair"));
+  const auto due = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(due);
+  EXPECT_TRUE(due->ready) << due->not_ready;
+  EXPECT_TRUE(due->injected) << due->not_injected;
+  EXPECT_EQ(certdir::ReadServingFiles(dir.path()).value().value().tls_crt, Data(api, "tls.crt"));
+
+  clock.Advance(30 * kDay);  // a day past notAfter
+  const auto expired = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
+  ASSERT_TRUE(expired);
+  EXPECT_FALSE(expired->ready);
+  EXPECT_THAT(expired->not_ready, HasSubstr("waiting for the leader to repair"));
+  EXPECT_THAT(expired->not_ready, HasSubstr("expired"));
 }
 
 // What `certctl rotate --ca` leaves on the Secret for the controller.
@@ -382,7 +400,36 @@ TEST(ReconcilePass, AnUnwritableFolderIsAnErrorNamingIt) {
   EXPECT_EQ(again.error().code(), ErrorCode::kIo);
 }
 
-TEST(ReconcilePass, AHeldBackTargetIsLeftAsItIsAndThePassIsNotReady) {
+// A folder that takes no new set (a read-only mount) keeps the pod serving what it holds
+// while the Secret's CA bundle trusts it, and only then.
+TEST(ReconcilePass, AnUnwritableFolderServesItsSetWhileTheSecretStillTrustsIt) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  const std::string served = Data(api, "tls.crt");
+  // A directory where the ..data link is staged: every swap now fails, even for root.
+  dir.Write("..data_tmp/blocker", "x");
+
+  clock.Advance(61 * kDay);  // the leader re-issues the leaf; the folder keeps the old one
+  const auto renewed = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(renewed) << renewed.error().message();
+  EXPECT_FALSE(renewed->failure);
+  EXPECT_NE(Data(api, "tls.crt"), served);
+  EXPECT_TRUE(renewed->ready) << renewed->not_ready;
+  EXPECT_THAT(renewed->folder_stale, HasSubstr("..data_tmp"));
+  EXPECT_EQ(certdir::ReadServingFiles(dir.path()).value().value().tls_crt, served);
+
+  clock.Advance(30 * kDay);  // the set the folder holds has expired
+  const auto expired = Reconcile(api, Config(dir.path()), Role::kFollower, clock);
+  ASSERT_FALSE(expired);
+  EXPECT_EQ(expired.error().code(), ErrorCode::kIo);
+  EXPECT_THAT(expired.error().message(), HasSubstr("the set it holds does not serve"));
+  EXPECT_THAT(expired.error().message(), HasSubstr("expired"));
+}
+
+TEST(ReconcilePass, AHeldBackTargetIsLeftAsItIsAndThePassIsNotInjected) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
@@ -394,15 +441,17 @@ TEST(ReconcilePass, AHeldBackTargetIsLeftAsItIsAndThePassIsNotReady) {
   api.Put(kube::kValidatingWebhookConfigurations, vwc);
   api.ClearRequests();
 
-  config.hold_back = [](const std::string& object) {
+  config.hold_back = [](const std::string& object, const controller::TargetObject&) {
     return object == "validatingwebhookconfiguration/hook";
   };
   const auto held = Reconcile(api, config, Role::kLeader, clock);
   ASSERT_TRUE(held) << held.error().message();
-  EXPECT_FALSE(held->ready);
+  EXPECT_TRUE(held->ready) << held->not_ready;
+  EXPECT_FALSE(held->injected);
   EXPECT_THAT(held->held_back, ::testing::ElementsAre("validatingwebhookconfiguration/hook"));
-  EXPECT_THAT(held->not_ready, HasSubstr("another writer keeps changing the caBundle of "
-                                         "validatingwebhookconfiguration/hook"));
+  EXPECT_THAT(held->not_injected, HasSubstr("another writer keeps changing the caBundle of "
+                                            "validatingwebhookconfiguration/hook"));
+  EXPECT_THAT(held->target_bundles, ::testing::ElementsAre(Data(api, "ca.crt")));
   EXPECT_TRUE(held->patched.empty());
   EXPECT_EQ(api.WriteCount(), 0);
   EXPECT_EQ(Bundle(api), "another writer's");
@@ -410,7 +459,7 @@ TEST(ReconcilePass, AHeldBackTargetIsLeftAsItIsAndThePassIsNotReady) {
   // Held back only while it differs: a target holding the bundle is no reason to wait.
   config.hold_back = nullptr;
   ASSERT_TRUE(Reconcile(api, config, Role::kLeader, clock));
-  config.hold_back = [](const std::string&) { return true; };
+  config.hold_back = [](const std::string&, const controller::TargetObject&) { return true; };
   const auto steady = Reconcile(api, config, Role::kLeader, clock);
   ASSERT_TRUE(steady);
   EXPECT_TRUE(steady->ready) << steady->not_ready;

@@ -123,6 +123,34 @@ TEST(Sidecar, AFollowerWritesNothingAndSaysWhoItWaitsFor) {
   EXPECT_EQ(running.metrics().leader.Value({}), 0);
 }
 
+// A target without the bundle is the same for every replica: `injected` says so (and the
+// ready file waits), while the readiness probe's view, which leaves it out, holds.
+TEST(Sidecar, AFollowerWaitingForInjectionFailsOnlyTheInjectedCheck) {
+  FakeClient api;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());
+  {
+    Running leader(api, Config(dir));
+    ASSERT_TRUE(Eventually([&] { return !leader.sidecar().NotReady(); }));
+  }
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc());  // re-applied without caBundle
+  SystemClock clock;
+  leader::Elector other(api, clock, {kNs, "webhook-server-cert-certctl", "other"});
+  ASSERT_TRUE(other.TryAcquireOrRenew().value());
+  TempDir follower_dir;
+  SidecarConfig config = Config(follower_dir);
+  config.election = leader::ElectionConfig{kNs, "webhook-server-cert-certctl", "me"};
+  Running running(api, config);
+  ASSERT_TRUE(Eventually([&] {
+    auto why = running.sidecar().NotReady();
+    return why && why->starts_with("injected: waiting for the leader to inject the bundle");
+  })) << running.sidecar().NotReady().value_or("ready");
+  EXPECT_EQ(running.sidecar().NotReady({"injected"}), std::nullopt);
+  EXPECT_FALSE(std::filesystem::exists(follower_dir / "ready"));
+  EXPECT_TRUE(certdir::ReadServingFiles(follower_dir / "tls").value().has_value());
+  EXPECT_EQ(running.metrics().ready.Value({}), 0);
+}
+
 TEST(Sidecar, AFollowerWarnsOfABadRotationAnnotationOnceNotEveryPass) {
   FakeClient api;
   TempDir dir;
@@ -277,13 +305,15 @@ TEST(Sidecar, TheServingCheckWaitsForTheWebhookToServeATrustedCertificate) {
   })) << running.sidecar().NotReady().value_or("ready");
   EXPECT_EQ(running.metrics().ready.Value({}), 0);
   const auto checks = running.sidecar().Readiness();
-  ASSERT_EQ(checks.size(), 3U);
+  ASSERT_EQ(checks.size(), 4U);
   EXPECT_EQ(checks[0].name, "certificate");
   EXPECT_TRUE(checks[0].ok);
-  EXPECT_EQ(checks[1].name, "callable");
+  EXPECT_EQ(checks[1].name, "injected");
   EXPECT_TRUE(checks[1].ok);
-  EXPECT_EQ(checks[2].name, "serving");
-  EXPECT_FALSE(checks[2].ok);
+  EXPECT_EQ(checks[2].name, "callable");
+  EXPECT_TRUE(checks[2].ok);
+  EXPECT_EQ(checks[3].name, "serving");
+  EXPECT_FALSE(checks[3].ok);
 
   // The webhook loads what certctl wrote to the folder.
   const auto files = certdir::ReadServingFiles(dir / "tls").value().value();

@@ -91,12 +91,13 @@ startupProbe leaves that one check out. The readinessProbe keeps it, and leaves 
 {{- end -}}
 
 {{/*
-The path of the readinessProbe. The check `callable` fails while some target entry calls a
-name the certificate does not have: that blocks a start (the startupProbe keeps it), but a
-running pod leaving its Service over it would break the entries that do call it rightly.
+The path of the readinessProbe. The checks `callable` (some target entry calls a name the
+certificate does not have) and `injected` (a caBundle lacks the CA: not yet injected, or
+another writer fighting) block a start (the startupProbe keeps them), but they fail alike on
+every replica: running pods leaving their Service over them would break the calls they answer.
 */}}
 {{- define "certctl.readinessProbePath" -}}
-/readyz?exclude=callable
+/readyz?exclude=callable&exclude=injected
 {{- end -}}
 
 {{/* The `certctl run` command line (see certctl.secretArgs for the layout). */}}
