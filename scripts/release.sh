@@ -80,6 +80,9 @@ for arch in "${arches[@]}"; do
     /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
   [[ $reported == "$version" ]] ||
     die "$binary reports version $reported, not $version (build it for the release: drop --reuse-builds)"
+  # The soak's control build can switch safeties off; nothing built like it is released.
+  ! grep -q CERTCTL_REMOVE_SAFETY "$binary" ||
+    die "$binary has the soak's safety switches compiled in (CERTCTL_SAFETY_CONTROLS)"
 done
 
 # 2. One image per architecture (each also makes its SBOM and licence texts).

@@ -6,6 +6,7 @@
 
 #include "certctl/kube/object.h"
 #include "certctl/pki/names.h"
+#include "certctl/util/safety_controls.h"
 #include "certctl/util/text.h"
 
 namespace certctl::controller {
@@ -120,7 +121,7 @@ std::vector<CallVerdict> JudgeCalls(const TargetObject& target, const pki::Certi
     CallVerdict verdict;
     if (!endpoint.problem.empty()) {
       verdict.finding = Finding{FindingCode::kTargetInvalid, object, Shown(endpoint.problem)};
-    } else if (leaf != nullptr && endpoint.verified &&
+    } else if (leaf != nullptr && endpoint.verified && !SafetyRemoved("names") &&
                !pki::SansCoverHost(leaf->dns_names, leaf->ip_addresses, endpoint.host)) {
       std::string message = EntryLabel(endpoint) + " calls ";
       if (endpoint.url.empty()) {

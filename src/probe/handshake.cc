@@ -10,6 +10,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include "certctl/util/safety_controls.h"
+
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -203,7 +205,7 @@ Status VerifyHandshake(const HostPort& address, const std::string& server_name,
   const std::unique_ptr<SSL, SslFree> ssl(SSL_new(context->get()));
   if (!ssl || SSL_set_fd(ssl.get(), socket->get()) != 1 ||
       SSL_set_tlsext_host_name(ssl.get(), server_name.c_str()) != 1 ||
-      SSL_set1_host(ssl.get(), server_name.c_str()) != 1) {
+      (!SafetyRemoved("names") && SSL_set1_host(ssl.get(), server_name.c_str()) != 1)) {
     return Fail(ErrorCode::kInternal, "cannot set up a TLS handshake with " + where + " for " +
                                           server_name + ": " + OpenSslReason());
   }
