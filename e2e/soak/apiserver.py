@@ -1,0 +1,254 @@
+"""The API server's side of every admission call, in a loop (`AdmissionCaller`): it keeps the
+webhook configurations by watch, as the API server's own cache does (so it goes on calling
+while the API is unavailable to certctl), and about every 20 ms calls every webhook entry the
+way kube-apiserver does: the host it verifies is the name the entry calls
+(`clientConfig.service` -> NAME.NAMESPACE.svc), the only trust is the entry's caBundle, the
+connection goes to one ready endpoint of that Service (kube-proxy's choice, here round-robin),
+and an AdmissionReview is posted over it. Every call is counted; a failed one is kept with
+its cause:
+
+    unknown-authority  the served chain does not verify against the caBundle
+    name-mismatch      the served certificate does not name the host the entry calls
+    expired            a certificate of the served chain is outside its validity
+    no-bundle          the entry has no caBundle
+    no-endpoints       the Service has no ready endpoint (the API server: "no endpoints
+                       available for service")
+    refused, timeout   the endpoint did not accept, or did not answer in time
+    bad-answer         a TLS session, but no proper AdmissionReview answer
+"""
+
+import base64
+import collections
+import hashlib
+import http.client
+import itertools
+import json
+import socket
+import ssl
+import threading
+import time
+import uuid
+
+__all__ = ["AdmissionCaller", "Call", "classify", "CAUSES"]
+
+CAUSES = ("unknown-authority", "name-mismatch", "expired", "no-bundle", "no-endpoints",
+          "refused", "timeout", "bad-answer")
+HOSTNAME_MISMATCH = 62            # X509_V_ERR_HOSTNAME_MISMATCH
+UNKNOWN_ISSUER = {2, 18, 19, 20, 21}
+EXPIRED = {9, 10}                 # not yet valid, expired
+
+
+class Call:
+    """One failed admission call."""
+
+    __slots__ = ("at", "target", "host", "pod", "cause", "detail", "trusted", "served")
+
+    def __init__(self, at, target, host, pod, cause, detail, trusted=(), served=None):
+        self.at, self.target, self.host, self.pod = at, target, host, pod
+        self.cause, self.detail, self.trusted, self.served = cause, detail, trusted, served
+
+    def describe(self):
+        return (f"{self.target} -> {self.host} via {self.pod}: {self.cause} ({self.detail}); "
+                f"trusting {list(self.trusted)}, served {self.served}")
+
+
+def classify(error):
+    """The cause of a failed call from the exception it raised."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        code = error.verify_code
+        if code == HOSTNAME_MISMATCH:
+            return "name-mismatch"
+        if code in UNKNOWN_ISSUER:
+            return "unknown-authority"
+        if code in EXPIRED:
+            return "expired"
+        return "unknown-authority"
+    if isinstance(error, ConnectionRefusedError):
+        return "refused"
+    if isinstance(error, (socket.timeout, TimeoutError)):
+        return "timeout"
+    return "bad-answer"
+
+
+def fingerprints(pem):
+    """Short SHA-256 of each certificate of a PEM bundle, in order."""
+    out, marker = [], "-----BEGIN CERTIFICATE-----"
+    for block in pem.split(marker)[1:]:
+        body = marker + block.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----"
+        try:
+            out.append(hashlib.sha256(ssl.PEM_cert_to_DER_cert(body)).hexdigest()[:12])
+        except ValueError:
+            out.append("unparsable")
+    return out
+
+
+def entries(obj):
+    """(label, service namespace, service name, caBundle PEM) of each webhook entry."""
+    kind = obj.get("kind", "").replace("WebhookConfiguration", "").lower() or "webhook"
+    out = []
+    for i, hook in enumerate(obj.get("webhooks") or []):
+        config = hook.get("clientConfig") or {}
+        service = config.get("service") or {}
+        bundle = base64.b64decode(config.get("caBundle") or "").decode(errors="replace")
+        out.append((f"{kind}/{obj['metadata']['name']}[{i}]", service.get("namespace"),
+                    service.get("name"), bundle))
+    return out
+
+
+def admission_review(uid):
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                        "name": "soak", "namespace": "default", "operation": "CREATE",
+                        "userInfo": {"username": "soak"},
+                        "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": "soak", "namespace": "default"}}}}
+
+
+class CachedView:
+    """What the API server's own cache of an informer's objects holds: each version becomes
+    visible `delay` seconds after the watch delivered it (one API server among several, its
+    cache a little behind; real ones lag by milliseconds to seconds)."""
+
+    def __init__(self, informer, delay):
+        self.informer, self.delay = informer, delay
+        self._history = collections.deque()   # (monotonic, items)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="api-server-cache", daemon=True)
+
+    def _run(self):
+        last = None
+        while not self._stop.is_set():
+            items = self.informer.items()
+            if items != last:
+                with self._lock:
+                    self._history.append((time.monotonic(), items))
+                last = items
+            self._stop.wait(0.01)
+
+    def items(self):
+        cutoff = time.monotonic() - self.delay
+        with self._lock:
+            while len(self._history) > 1 and self._history[1][0] <= cutoff:
+                self._history.popleft()
+            if not self._history or self._history[0][0] > cutoff:
+                return []
+            return self._history[0][1]
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(5)
+
+
+class AdmissionCaller:
+    """Calls every entry of every object the informers in `targets` hold, through
+    `router(namespace, service) -> [(pod, port), ...]` (the ready endpoints), every
+    `interval` seconds, until stopped. `timeout` is the webhook's own default (timeoutSeconds
+    10). `on_failure(Call)` and `on_success(target)` are called
+    on its thread."""
+
+    def __init__(self, targets, router, on_failure, on_success, interval=0.02, timeout=10.0):
+        self.targets, self.router = targets, router
+        self.on_failure, self.on_success = on_failure, on_success
+        self.interval, self.timeout = interval, timeout
+        self.calls = 0
+        self.rounds = 0
+        self._turn = itertools.count()
+        self._contexts = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="admission-caller", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+
+    def _context(self, bundle):
+        context = self._contexts.get(bundle)
+        if context is None:
+            context = ssl.create_default_context(cadata=bundle)
+            if len(self._contexts) > 64:
+                self._contexts.clear()
+            self._contexts[bundle] = context
+        return context
+
+    def _call(self, port, host, bundle):
+        """One call; returns the served leaf's fingerprint. Raises on failure."""
+        raw = socket.create_connection(("127.0.0.1", port), timeout=self.timeout)
+        try:
+            tls = self._context(bundle).wrap_socket(raw, server_hostname=host)
+        except BaseException:
+            raw.close()
+            raise
+        conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
+        conn.sock = tls
+        try:
+            uid = str(uuid.uuid4())
+            conn.request("POST", "/validate?timeout=10s", body=json.dumps(admission_review(uid)),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                raise ValueError(f"answered {resp.status}: {body[:120]!r}")
+            answer = json.loads(body)["response"]
+            if answer.get("uid") != uid or answer.get("allowed") is not True:
+                raise ValueError(f"answer {answer}")
+        finally:
+            conn.close()
+
+    def _served(self, port, host):
+        """The leaf an endpoint serves (no verification), to explain a failure."""
+        try:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            with socket.create_connection(("127.0.0.1", port), timeout=1.0) as raw:
+                with context.wrap_socket(raw, server_hostname=host) as tls:
+                    der = tls.getpeercert(binary_form=True)
+                    return hashlib.sha256(der).hexdigest()[:12]
+        except (OSError, ValueError):
+            return None
+
+    def _round(self):
+        for informer in self.targets:
+            for obj in informer.items():
+                for label, namespace, service, bundle in entries(obj):
+                    self._call_entry(label, namespace, service, bundle)
+        self.rounds += 1
+
+    def _call_entry(self, label, namespace, service, bundle):
+        host = f"{service}.{namespace}.svc"
+        now = time.monotonic()
+        trusted = fingerprints(bundle)
+        if not trusted:
+            self.on_failure(Call(now, label, host, None, "no-bundle", "empty caBundle"))
+            return
+        endpoints = self.router(namespace, service)
+        if not endpoints:
+            self.on_failure(Call(now, label, host, None, "no-endpoints",
+                                 f"no endpoints available for service {service!r}", trusted))
+            return
+        pod, port = endpoints[next(self._turn) % len(endpoints)]
+        try:
+            self._call(port, host, bundle)
+        except (OSError, ValueError, KeyError, http.client.HTTPException) as e:
+            detail = f"{type(e).__name__}: {e}"
+            self.on_failure(Call(time.monotonic(), label, host, pod, classify(e), detail,
+                                 trusted, self._served(port, host)))
+        else:
+            self.calls += 1
+            self.on_success(label)
+
+    def _run(self):
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._round()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))

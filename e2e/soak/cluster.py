@@ -1,0 +1,280 @@
+"""The soak's cluster (see e2e/soak/README.md): `SoakCluster` holds the parts (the emulator,
+the Job runner for Helm's hook Jobs, the chart's Deployments run by `workloads.Deployments`,
+the webhook's own pod of the mode-job days `workloads.VolumePod`, the API server's admission
+calls `apiserver.AdmissionCaller` through its delayed cache) and a monitor that tells the
+ledger when the cluster is steady; and how the soak acts on it (Helm, kubectl).
+"""
+
+import base64
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+
+E2E = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if E2E not in sys.path:
+    sys.path.insert(0, E2E)
+
+from harness.cluster import Cluster  # noqa: E402
+from harness.helm import REPO, find_helm, helm_env  # noqa: E402
+from harness.kubelet import JobRunner  # noqa: E402
+
+from soak.apiserver import AdmissionCaller, CachedView  # noqa: E402
+from soak.informer import Informer  # noqa: E402
+from soak.ledger import Ledger  # noqa: E402
+from soak.workloads import WEBHOOK_SERVER, Deployments  # noqa: E402
+
+NS = "infra"
+RELEASE = "hook"
+SECRET = "webhook-server-cert"
+SERVICE, RENAMED = "hook", "hook-v2"
+VWC, MWC = "hook", "hook-mutating"
+CHART = os.path.join(REPO, "manifests", "helm", "certctl")
+ADMISSION = "/apis/admissionregistration.k8s.io/v1"
+PHASE = "certctl.io/rotation-phase"
+UNTIL = "certctl.io/previous-ca-until"
+SETTLE_BOUND = 120.0
+API_SERVER_CACHE_DELAY = 1.0  # a webhook configuration's change reaches the calls this late
+
+
+class SoakError(RuntimeError):
+    pass
+
+
+def not_after(pem):
+    """notAfter (unix seconds) of the first certificate of a PEM text (openssl CLI)."""
+    out = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=pem.encode(),
+                         capture_output=True, check=True).stdout.decode()
+    stamp = out.strip().split("=", 1)[1]
+    return time.mktime(time.strptime(stamp, "%b %d %H:%M:%S %Y %Z")) - time.timezone
+
+
+class SoakCluster:
+    def __init__(self, binary, workdir, seed, minutes, control=None, log=print):
+        self.binary, self.workdir = os.path.abspath(binary), workdir
+        self.seed, self.minutes, self.control = seed, minutes, control
+        self.random = random.Random(seed)
+        self.k = minutes / 10.0
+        # Compressed lifetimes: a ten-minute run sees about six leaf renewals and two CAs
+        # come to their end. Shorter runs keep them above certctl's own fixed times (a
+        # Lease's 15 s, the 3 s a new bundle is left to reach every API server, the spacing
+        # of repairs in a fight), which no real lifetime comes near.
+        self.cert_validity = max(50, round(120 * self.k))
+        self.renew_before = max(20, round(40 * self.k))
+        self.ca_validity = max(120, round(300 * self.k))
+        self.ca_overlap = max(5, round(20 * self.k))
+        self.say = log
+        # What certctl's processes get besides their pod's environment: a control run's
+        # removed safety (a control build only acts on it).
+        self.certctl_env = {"CERTCTL_REMOVE_SAFETY": control} if control else {}
+        self.ledger = Ledger()
+        self.phase = "none"
+        self.service = SERVICE
+        self.replicas = 1
+        self.writes_of_certctl = []
+        self.helm_home = os.path.join(workdir, "helm")
+        self.cluster = self.kubelet_jobs = self.pods = self.volume_pod = None
+        self.informers = {}
+        self.caller = None
+        self.views = []
+        self.legacy_routed = False
+        self.rss = {}
+        self._stop = threading.Event()
+        self._monitor = threading.Thread(target=self._watch_steadiness, name="steadiness",
+                                         daemon=True)
+
+    # -- the parts --------------------------------------------------------------------------
+
+    def _open(self):
+        os.makedirs(self.helm_home, exist_ok=True)
+        self.cluster = Cluster()
+        self.cluster.start()
+        self.kubelet_jobs = JobRunner(self.cluster, {"certctl": self.binary})
+        self.kubelet_jobs.start()
+        self.cluster.kubectl("create", "namespace", NS)
+        paths = {"vwc": f"{ADMISSION}/validatingwebhookconfigurations",
+                 "mwc": f"{ADMISSION}/mutatingwebhookconfigurations",
+                 "secrets": f"/api/v1/namespaces/{NS}/secrets",
+                 "deployments": f"/apis/apps/v1/namespaces/{NS}/deployments",
+                 "services": f"/api/v1/namespaces/{NS}/services",
+                 "leases": f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"}
+        self.informers = {key: Informer(self.cluster, path).start() for key, path in paths.items()}
+        self.pods = Deployments(self.cluster, NS, self.informers["deployments"],
+                                self.informers["services"],
+                                {"certctl": self.binary, "webhook-server": WEBHOOK_SERVER},
+                                self.workdir, self.say, seed=self.seed,
+                                extra_env=self.certctl_env)
+        self.pods.start()
+        self.views = [CachedView(self.informers[key], API_SERVER_CACHE_DELAY).start()
+                      for key in ("vwc", "mwc")]
+        self.caller = AdmissionCaller(self.views, self._route, self.ledger.failure,
+                                      self.ledger.success)
+        self._monitor.start()
+        self.caller.start()
+
+    def close(self):
+        self._stop.set()
+        for part in (self.caller, *self.views, self.pods, self.volume_pod):
+            if part is not None:
+                part.stop()
+        if self.pods is not None:
+            for pod in self.pods.gone:
+                for container in pod.containers():
+                    key = f"{container.name} of {pod.name}"
+                    self.rss[key] = max(self.rss.get(key, 0), container.peak_kib)
+        if self.volume_pod is not None:
+            self.rss[f"webhook of {self.volume_pod.name}"] = self.volume_pod.peak_kib
+        if self.cluster is not None and self.cluster.proc is not None:
+            from soak.workloads import peak_rss_kib
+            self.rss["emulator"] = peak_rss_kib(self.cluster.proc.pid) or 0
+        for informer in self.informers.values():
+            informer.stop()
+        if self.kubelet_jobs is not None:
+            self.kubelet_jobs.stop(raise_errors=False)
+        if self.cluster is not None:
+            self.cluster.stop()
+
+    def _route(self, namespace, service):
+        """kube-proxy: the chart's ready pods the Service selects, and in the mode-job days
+        the webhook's own pod behind the Service `hook` (its Deployment is not stored)."""
+        found = self.pods.endpoints(namespace, service)
+        pod = self.volume_pod
+        if (self.legacy_routed and pod is not None and pod.is_ready
+                and (namespace, service) == (NS, SERVICE)):
+            found.append((pod.name, pod.port))
+        return found
+
+    # -- what the soak reads ----------------------------------------------------------------
+
+    def secret_files(self):
+        secret = self.informers["secrets"].get(SECRET)
+        if secret is None:
+            return None, {}
+        data = secret.get("data") or {}
+        return secret, {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
+
+    def bundles(self):
+        """The caBundles as the API server's cache holds them (what the calls trust)."""
+        out = []
+        for view in self.views:
+            for obj in view.items():
+                for hook in obj.get("webhooks") or []:
+                    raw = (hook.get("clientConfig") or {}).get("caBundle") or ""
+                    out.append(base64.b64decode(raw).decode(errors="replace"))
+        return out
+
+    def leader(self):
+        lease = self.informers["leases"].get(f"{SECRET}-certctl")
+        if lease is None:
+            return None
+        return self.pods.pod_of_identity((lease.get("spec") or {}).get("holderIdentity"))
+
+    def steady(self):
+        secret, files = self.secret_files()
+        if secret is None or "ca.crt" not in files:
+            return False
+        bundles = self.bundles()
+        if not bundles or any(b != files["ca.crt"] for b in bundles):
+            return False
+        leaf = files.get("tls.crt")
+        if self.phase == "job":
+            pod = self.volume_pod
+            return pod is not None and pod.is_ready and _read(pod.folder, "tls.crt") == leaf
+        deployment = self.informers["deployments"].get(self.service)
+        if deployment is None:
+            return False
+        live = self.pods.live()
+        desired = int(deployment["spec"].get("replicas", 1))
+        if len(live) != desired or not all(p.ready for p in live):
+            return False
+        if any(p.template_hash != live[0].template_hash for p in live):
+            return False
+        return all(_read(p.cert_dir, "tls.crt") == leaf for p in live)
+
+    def _watch_steadiness(self):
+        while not self._stop.is_set():
+            try:
+                self.ledger.set_steady(self.steady())
+                if self.pods is not None:
+                    self.pods.sample()
+            except Exception as e:  # noqa: BLE001 - reported, never hidden
+                self.pods.errors.append(f"steadiness: {type(e).__name__}: {e}")
+            self._stop.wait(0.1)
+
+    def wait(self, predicate, what, bound=SETTLE_BOUND):
+        deadline = time.monotonic() + bound
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise SoakError(f"{what}: not within {bound:g}s")
+            time.sleep(0.05)
+
+    def settle(self, event=None):
+        """Waits until every event under way is repaired, then a seeded pause."""
+        self.wait(lambda: not self.ledger.active, "steady after " +
+                  (event.name if event else "the last event"))
+        time.sleep(self.random.uniform(0.5, 1.5) * max(1.0, 2 * self.k))
+
+    # -- helm and kubectl -------------------------------------------------------------------
+
+    def values(self, mode, **extra):
+        duration = "{}s".format
+        values = {
+            "mode": mode,
+            "webhook": {"service": self.service},
+            "targets": {"validatingWebhooks": [VWC], "mutatingWebhooks": [MWC]},
+            "certificate": {"caValidity": duration(self.ca_validity),
+                            "certValidity": duration(self.cert_validity),
+                            "renewBefore": duration(self.renew_before),
+                            "caOverlap": duration(self.ca_overlap)},
+            "logFormat": "text",
+            "sidecar": {
+                "replicas": self.replicas, "leaderElection": True, "resync": "1s",
+                "readinessProbe": {"periodSeconds": 1, "failureThreshold": 3},
+                "webhook": {"image": {"repository": "soak/webhook-server", "tag": "soak"},
+                            "args": ["--cert-dir", "/tls", "--listen", "127.0.0.1:9443"],
+                            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "https",
+                                                           "scheme": "HTTPS"},
+                                               "periodSeconds": 1}}},
+        }
+        for key, value in extra.items():
+            values[key] = value
+        return values
+
+    def helm(self, *args, values=None):
+        path = os.path.join(self.helm_home, f"values-{time.monotonic_ns()}.json")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(values or {}, f)
+        proc = subprocess.run([find_helm(), *args, "-f", path], capture_output=True, text=True,
+                              timeout=300, env=helm_env(self.helm_home, self.cluster.kubeconfig()))
+        if proc.returncode != 0:
+            raise SoakError(f"helm {' '.join(args)}: {proc.stdout}{proc.stderr}")
+        return proc
+
+    def kubectl(self, *args, input=None):
+        return self.cluster.kubectl(*args, input=input)
+
+    def targets(self):
+        """The user's webhook configurations: no caBundle, failing closed."""
+        def config(kind, name):
+            return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                    "metadata": {"name": name},
+                    "webhooks": [{
+                        "name": f"{name}.hook.example.com", "admissionReviewVersions": ["v1"],
+                        "sideEffects": "None", "failurePolicy": "Fail",
+                        "clientConfig": {"service": {"namespace": NS, "name": SERVICE,
+                                                     "path": "/validate", "port": 443}},
+                        "rules": [{"operations": ["CREATE"], "apiGroups": [""],
+                                   "apiVersions": ["v1"], "resources": ["configmaps"]}]}]}
+        return [config("ValidatingWebhookConfiguration", VWC),
+                config("MutatingWebhookConfiguration", MWC)]
+
+
+def _read(folder, name):
+    try:
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return None

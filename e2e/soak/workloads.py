@@ -1,0 +1,452 @@
+"""The part of a cluster that runs pods, for the soak: `Deployments` plays the Deployment
+controller, the kubelet and kube-proxy for the Deployments stored in one namespace (the
+chart's, in mode sidecar); `VolumePod` is a webhook pod outside the chart that mounts the
+Secret (mode job).
+
+What a `Deployments` pod is: certctl's native sidecar and the webhook container of the stored
+pod template, as local processes (harness.kubelet.pod_container: the stored RBAC, the
+service-account token, $(VAR) expansion), sharing a certificate folder; their ports are
+free loopback ports in place of the pod's own. The kubelet part follows the template's
+probes: the webhook container starts once certctl's startupProbe passed; a container is ready
+after one successful readinessProbe and not ready after failureThreshold failed ones; a
+container that exits is started again after RESTART_DELAY (with its startupProbe again). The
+pod is ready when both containers are. The Deployment part rolls a changed template out with
+the default strategy (maxSurge 25% rounded up, maxUnavailable 25% rounded down: one new pod,
+an old one removed once the new one is ready) and scales to spec.replicas (not-ready pods
+first, then the newest). A pod being removed leaves its Service's endpoints first and is
+signalled TERMINATION_DELAY later (a preStop pause in a real cluster). kube-proxy:
+`endpoints(namespace, service)` is the ready pods the stored Service selects.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import ssl
+import sys
+import threading
+import time
+
+E2E = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if E2E not in sys.path:
+    sys.path.insert(0, E2E)
+
+from harness.kubelet import (ContainerProcess, ConfigError, free_ports,  # noqa: E402
+                             pod_container, rewrite_flags)
+from harness.sidecar import WEBHOOK_SERVER  # noqa: E402
+
+__all__ = ["Deployments", "VolumePod", "WEBHOOK_SERVER", "peak_rss_kib"]
+
+RESTART_DELAY = 1.0       # the kubelet's first back-off is 10 s; compressed like the lifetimes
+TERMINATION_DELAY = 0.5   # out of the endpoints, then SIGTERM
+TICK = 0.1
+
+
+def peak_rss_kib(pid):
+    """VmHWM of a live process, in KiB (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _probe(port, path, https=False, timeout=1.0):
+    """True when GET answers 2xx/3xx, as the kubelet's httpGet probe judges it."""
+    if https:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the kubelet does not verify probe certificates
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        return 200 <= conn.getresponse().status < 400
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+class Container:
+    """One container of a pod: its process, its probes, its readiness."""
+
+    def __init__(self, name, spec, make_process, port_of):
+        self.name, self.spec = name, spec
+        self.make_process, self.port_of = make_process, port_of
+        self.process = None
+        self.started = False        # startupProbe passed (or there is none)
+        self.ready = False
+        self.failures = 0
+        self.next_probe = 0.0
+        self.restart_at = None
+        self.restarts = 0
+        self.peak_kib = 0
+
+    def probe(self, kind):
+        spec = self.spec.get(kind) or {}
+        get = spec.get("httpGet")
+        if not get:
+            return None
+        return _probe(self.port_of(get["port"]), get.get("path", "/"),
+                      https=get.get("scheme") == "HTTPS",
+                      timeout=float(spec.get("timeoutSeconds", 1)))
+
+    def period(self, kind):
+        return float((self.spec.get(kind) or {}).get("periodSeconds", 10))
+
+    def start(self):
+        self.process = self.make_process()
+        self.process.start()
+        self.started = not self.spec.get("startupProbe")
+        self.ready = False
+        self.failures = 0
+        self.next_probe = time.monotonic()
+        self.restart_at = None
+
+    def alive(self):
+        return self.process is not None and self.process.alive()
+
+    def sample(self):
+        if self.alive():
+            self.peak_kib = max(self.peak_kib, peak_rss_kib(self.process.proc.pid) or 0)
+
+    def tick(self, now):
+        """One look by the kubelet; returns True when the container just passed startup."""
+        if self.process is None:
+            return False
+        if not self.alive():
+            self.ready = False
+            if self.restart_at is None:
+                self.restart_at = now + RESTART_DELAY
+            elif now >= self.restart_at:
+                self.restarts += 1
+                self.start()
+            return False
+        if now < self.next_probe:
+            return False
+        if not self.started:
+            self.next_probe = now + self.period("startupProbe")
+            if self.probe("startupProbe"):
+                self.started = True
+                self.next_probe = now
+                return True
+            return False
+        self.next_probe = now + self.period("readinessProbe")
+        result = self.probe("readinessProbe")
+        if result is None or result:
+            self.ready, self.failures = True, 0
+        else:
+            self.failures += 1
+            threshold = int((self.spec.get("readinessProbe") or {}).get("failureThreshold", 3))
+            if self.failures >= threshold:
+                self.ready = False
+        return False
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.process is not None:
+            self.sample()
+            self.process.stop(sig)
+
+
+class Pod:
+    def __init__(self, owner, name, template_hash, labels, created):
+        self.owner = owner  # the Deployment's name
+        self.name, self.template_hash, self.labels = name, template_hash, labels
+        self.created = created
+        self.sidecar = None
+        self.server = None
+        self.https = None
+        self.cert_dir = None
+        self.terminating = False
+
+    @property
+    def ready(self):
+        return (not self.terminating and self.sidecar is not None and self.sidecar.ready
+                and self.server is not None and self.server.ready)
+
+    def containers(self):
+        return [c for c in (self.sidecar, self.server) if c is not None]
+
+
+class Deployments:
+    """Runs the pods of every Deployment in `namespace`, read from `deployments` (an
+    Informer); `services` (an Informer) gives the Services whose endpoints it answers for.
+    `image_map` maps image repositories to local executables; `log(text)` records what it
+    does."""
+
+    def __init__(self, cluster, namespace, deployments, services, image_map, workdir, log,
+                 seed=0, extra_env=None):
+        self.cluster, self.namespace = cluster, namespace
+        self.extra_env = dict(extra_env or {})  # added to certctl's environment
+        self.deployments, self.services = deployments, services
+        self.image_map, self.workdir, self.log = image_map, workdir, log
+        self.pods = {}
+        self.gone = []               # pods removed, kept for the report
+        self._random = random.Random(seed)
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="kubelet", daemon=True)
+        self.errors = []
+
+    # -- kube-proxy -------------------------------------------------------------------------
+
+    def endpoints(self, namespace, service):
+        found = []
+        svc = self.services.get(service) if namespace == self.namespace else None
+        if svc is None:
+            return found
+        selector = (svc.get("spec") or {}).get("selector") or {}
+        if not selector:
+            return found
+        with self._lock:
+            for pod in self.pods.values():
+                if pod.ready and all(pod.labels.get(k) == v for k, v in selector.items()):
+                    found.append((pod.name, pod.https))
+        return found
+
+    # -- pods -------------------------------------------------------------------------------
+
+    def ready_pods(self):
+        with self._lock:
+            return [p for p in self.pods.values() if p.ready]
+
+    def pod_of_identity(self, identity):
+        """The pod whose certctl holds `identity` ($POD_NAME + "_" + a suffix)."""
+        name = (identity or "").rsplit("_", 1)[0]
+        with self._lock:
+            return self.pods.get(name)
+
+    def kill_sidecar(self, pod):
+        """SIGKILL certctl in `pod` (the kubelet starts it again)."""
+        with self._lock:
+            if pod.sidecar is not None and pod.sidecar.alive():
+                pod.sidecar.sample()
+                os.killpg(pod.sidecar.process.proc.pid, signal.SIGKILL)
+
+    def live(self, owner=None):
+        with self._lock:
+            return [p for p in self.pods.values()
+                    if not p.terminating and (owner is None or p.owner == owner)]
+
+    def _new_pod(self, deployment, template_hash):
+        template = deployment["spec"]["template"]
+        spec = template["spec"]
+        owner = deployment["metadata"]["name"]
+        suffix = "".join(self._random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
+        name = f"{owner}-{template_hash[:10]}-{suffix}"
+        pod = Pod(owner, name, template_hash, dict(template["metadata"].get("labels") or {}),
+                  time.monotonic())
+        folder = os.path.join(self.workdir, "pods", name)
+        pod.cert_dir = os.path.join(folder, "tls")
+        os.makedirs(pod.cert_dir, exist_ok=True)
+        health, metrics, https = free_ports(3)
+        pod.https = https
+        ports = {"health": health, "metrics": metrics, "https": https}
+
+        def sidecar_process():
+            process = pod_container(
+                self.cluster, spec, "certctl", self.namespace, self.image_map,
+                os.path.join(folder, "certctl"), pod_name=name,
+                args=lambda args: rewrite_flags(args, {
+                    "--cert-dir": pod.cert_dir, "--health-addr": f"127.0.0.1:{health}",
+                    "--metrics-addr": f"127.0.0.1:{metrics}",
+                    "--serving-addr": f"127.0.0.1:{https}"}))
+            process.env.update(self.extra_env)
+            return process
+
+        [server_spec] = spec["containers"]
+
+        def server_process():
+            return pod_container(
+                self.cluster, spec, server_spec["name"], self.namespace, self.image_map,
+                os.path.join(folder, "server"), pod_name=name,
+                args=lambda args: rewrite_flags(args, {"--cert-dir": pod.cert_dir,
+                                                       "--listen": f"127.0.0.1:{https}"}))
+
+        [sidecar_spec] = [c for c in spec.get("initContainers") or [] if c["name"] == "certctl"]
+        pod.sidecar = Container("certctl", sidecar_spec, sidecar_process,
+                                lambda port: ports.get(port, port))
+        pod.server = Container(server_spec["name"], server_spec, server_process,
+                               lambda port: ports.get(port, port))
+        pod.sidecar.start()
+        self.pods[name] = pod
+        self.log(f"pod {name} created")
+        return pod
+
+    def _remove(self, pod, why):
+        pod.terminating = True  # out of the endpoints now
+        self.log(f"pod {pod.name} removed ({why})")
+
+        def finish():
+            time.sleep(TERMINATION_DELAY)
+            for container in pod.containers():
+                container.stop()
+            with self._lock:
+                self.pods.pop(pod.name, None)
+                self.gone.append(pod)
+
+        threading.Thread(target=finish, name=f"stop {pod.name}", daemon=True).start()
+
+    def _reconcile(self):
+        stored = {d["metadata"]["name"]: d for d in self.deployments.items()}
+        for pod in self.live():
+            if pod.owner not in stored:
+                self._remove(pod, f"Deployment {pod.owner} deleted")
+        for name, deployment in stored.items():
+            self._reconcile_one(deployment, self.live(name))
+
+    def _reconcile_one(self, deployment, live):
+        desired = int(deployment["spec"].get("replicas", 1))
+        template_hash = hashlib.sha256(json.dumps(deployment["spec"]["template"],
+                                                  sort_keys=True).encode()).hexdigest()
+        new = [p for p in live if p.template_hash == template_hash]
+        old = [p for p in live if p.template_hash != template_hash]
+        surge = -(-desired * 25 // 100) if desired else 0
+        unavailable = desired * 25 // 100
+        if len(new) < desired and len(live) < desired + max(surge, 1 if old else 0):
+            try:
+                self._new_pod(deployment, template_hash)
+            except ConfigError as e:
+                self.errors.append(str(e))
+            return
+        if old:
+            ready = sum(1 for p in live if p.ready)
+            victim = sorted(old, key=lambda p: (p.ready, -p.created))[0]
+            if not victim.ready or ready - 1 >= desired - unavailable:
+                self._remove(victim, "rolling update")
+            return
+        if len(new) > desired:
+            victim = sorted(new, key=lambda p: (p.ready, -p.created))[0]
+            self._remove(victim, f"scaled to {desired}")
+
+    def _tick(self):
+        now = time.monotonic()
+        with self._lock:
+            for pod in list(self.pods.values()):
+                if pod.terminating:
+                    continue
+                if pod.sidecar.tick(now) and pod.server.process is None:
+                    pod.server.start()  # the main container waits for the sidecar's start
+                pod.server.tick(now)
+            self._reconcile()
+
+    def sample(self):
+        with self._lock:
+            for pod in self.pods.values():
+                for container in pod.containers():
+                    container.sample()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception as e:  # noqa: BLE001 - a kubelet bug must show in the report
+                self.errors.append(f"{type(e).__name__}: {e}")
+            self._stop.wait(TICK)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        with self._lock:
+            pods = list(self.pods.values())
+        for pod in pods:
+            for container in pod.containers():
+                container.stop()
+            self.gone.append(pod)
+        self.pods.clear()
+
+
+class VolumePod:
+    """The webhook as a pod of its own Deployment that mounts the Secret (certctl in mode
+    job): the example server on a folder the kubelet fills from the Secret, each new version
+    written `propagation` seconds after it was stored, as a new timestamped folder swapped in
+    through `..data` the way the kubelet updates a Secret volume."""
+
+    def __init__(self, secrets, secret_name, workdir, name, propagation=1.0):
+        self.secrets, self.secret_name = secrets, secret_name
+        self.name, self.propagation = name, propagation
+        self.folder = os.path.join(workdir, "pods", name, "secret-volume")
+        os.makedirs(self.folder, exist_ok=True)
+        self.port, = free_ports(1)
+        self.process = ContainerProcess(
+            [WEBHOOK_SERVER, "--cert-dir", self.folder, "--listen", f"127.0.0.1:{self.port}",
+             "--ready-timeout", "600"], {}, os.path.join(workdir, "pods", name, "server"),
+            name="webhook")
+        self.version = None
+        self.is_ready = False        # its readinessProbe (/healthz over HTTPS), every 0.5 s
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sync, name=f"volume {name}", daemon=True)
+
+    def _write(self, data):
+        import base64
+        stamp = f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{random.randrange(10**9)}"
+        target = os.path.join(self.folder, stamp)
+        os.makedirs(target)
+        for key in ("tls.crt", "tls.key", "ca.crt"):
+            if key in data:
+                with open(os.path.join(target, key), "wb") as f:
+                    f.write(base64.b64decode(data[key]))
+        link = os.path.join(self.folder, "..data_tmp")
+        os.symlink(stamp, link)
+        old = os.path.realpath(os.path.join(self.folder, "..data"))
+        os.replace(link, os.path.join(self.folder, "..data"))
+        for key in ("tls.crt", "tls.key", "ca.crt"):
+            path = os.path.join(self.folder, key)
+            if not os.path.islink(path):
+                os.symlink(os.path.join("..data", key), path)
+        if os.path.isdir(old) and os.path.basename(old) != stamp:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _sync(self):
+        next_probe = 0.0
+        while not self._stop.is_set():
+            if time.monotonic() >= next_probe:
+                self.is_ready = self.ready()
+                next_probe = time.monotonic() + 0.5
+            secret = self.secrets.get(self.secret_name)
+            version = secret["metadata"]["resourceVersion"] if secret else None
+            if secret is not None and version != self.version:
+                self._stop.wait(self.propagation)
+                self._write(secret.get("data") or {})
+                self.version = version
+            self.sample()
+            self._stop.wait(0.1)
+
+    def sample(self):
+        if self.process.alive():
+            self.peak_kib = max(self.peak_kib, peak_rss_kib(self.process.proc.pid) or 0)
+
+    def ready(self):
+        return self.process.alive() and _probe(self.port, "/healthz", https=True)
+
+    def start(self):
+        self._thread.start()
+        self.process.start()
+        return self
+
+    def wait_ready(self, bound):
+        deadline = time.monotonic() + bound
+        while not self.is_ready:
+            if time.monotonic() > deadline or not self.process.alive():
+                raise RuntimeError(f"pod {self.name} not ready within {bound:g}s:\n"
+                                   f"{self.process.log()[-2000:]}")
+            time.sleep(0.05)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+        self.sample()
+        self.process.stop()
