@@ -39,7 +39,7 @@ EXPIRED = {9, 10}                 # not yet valid, expired
 
 
 class Call:
-    """One failed admission call."""
+    """One failed admission call; `at` is when it started (monotonic)."""
 
     __slots__ = ("at", "target", "host", "pod", "cause", "detail", "trusted", "served")
 
@@ -241,8 +241,8 @@ class AdmissionCaller:
             self._call(port, host, bundle)
         except (OSError, ValueError, KeyError, http.client.HTTPException) as e:
             detail = f"{type(e).__name__}: {e}"
-            self.on_failure(Call(time.monotonic(), label, host, pod, classify(e), detail,
-                                 trusted, self._served(port, host)))
+            self.on_failure(Call(now, label, host, pod, classify(e), detail, trusted,
+                                 self._served(port, host)))
         else:
             self.calls += 1
             self.on_success(label)

@@ -22,7 +22,9 @@ from harness.cluster import Cluster  # noqa: E402
 from harness.helm import REPO, find_helm, helm_env  # noqa: E402
 from harness.kubelet import JobRunner  # noqa: E402
 
-from soak.apiserver import AdmissionCaller, CachedView  # noqa: E402
+from cryptography import x509  # noqa: E402  (Debian's python3-cryptography)
+
+from soak.apiserver import AdmissionCaller, CachedView, entries  # noqa: E402
 from soak.informer import Informer  # noqa: E402
 from soak.ledger import Ledger  # noqa: E402
 from soak.workloads import WEBHOOK_SERVER, Deployments  # noqa: E402
@@ -80,6 +82,7 @@ class SoakCluster:
         self.informers = {}
         self.caller = None
         self.views = []
+        self._names = {}  # server certificate PEM -> its DNS names
         self.legacy_routed = False
         self.rss = {}
         self._stop = threading.Event()
@@ -156,6 +159,22 @@ class SoakCluster:
         data = secret.get("data") or {}
         return secret, {k: base64.b64decode(v).decode(errors="replace") for k, v in data.items()}
 
+    def called_hosts(self):
+        """The names the webhook entries call, as the API server's cache holds them."""
+        return {f"{service}.{namespace}.svc" for view in self.views for obj in view.items()
+                for _, namespace, service, _ in entries(obj)}
+
+    def leaf_names(self, pem):
+        """The DNS names of a server certificate (parsed once per certificate)."""
+        if pem not in self._names:
+            leaf = x509.load_pem_x509_certificate(pem.encode())
+            try:
+                sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+                self._names[pem] = set(sans.value.get_values_for_type(x509.DNSName))
+            except x509.ExtensionNotFound:
+                self._names[pem] = set()
+        return self._names[pem]
+
     def bundles(self):
         """The caBundles as the API server's cache holds them (what the calls trust)."""
         out = []
@@ -180,6 +199,8 @@ class SoakCluster:
         if not bundles or any(b != files["ca.crt"] for b in bundles):
             return False
         leaf = files.get("tls.crt")
+        if not leaf or not self.called_hosts() <= self.leaf_names(leaf):
+            return False  # the API server would find a name the certificate lacks
         if self.phase == "job":
             pod = self.volume_pod
             return pod is not None and pod.is_ready and _read(pod.folder, "tls.crt") == leaf

@@ -71,12 +71,16 @@ class Ledger:
                 event.calls += 1
 
     def failure(self, call):
+        """Counts against every event under way when the call started (one repaired while
+        the call was on its way still counts it)."""
         with self._lock:
-            declared = any(call.cause in e.allowed for e in self.active)
-            for event in self.active:
+            under_way = [e for e in self.events
+                         if e.started <= call.at and (e.repaired is None or call.at <= e.repaired)]
+            declared = any(call.cause in e.allowed for e in under_way)
+            for event in under_way:
                 event.calls += 1
                 event.failures.append((call, declared))
-            self.failures.append((call, [e.name for e in self.active], declared))
+            self.failures.append((call, [e.name for e in under_way], declared))
 
     def set_steady(self, steady):
         """Called by the steadiness monitor at every look."""

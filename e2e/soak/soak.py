@@ -142,7 +142,8 @@ def main(argv=None):
     parser.add_argument("--control", choices=sorted(CONTROLS))
     parser.add_argument("--report", help="write the report (Markdown) here too")
     parser.add_argument("--json", help="write the figures as JSON here")
-    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the work folder (a failed run always keeps it)")
     args = parser.parse_args(argv)
     if args.quick:
         args.minutes = 1.0
@@ -186,13 +187,14 @@ def main(argv=None):
                                    "undeclared": len(e.undeclared),
                                    "repair": e.repair_seconds()}
                                   for e in soak.ledger.events]}, f, indent=1)
-    if args.keep:
-        print(f"work folder: {workdir}")
+    failed = bool(error or soak.ledger.undeclared() or soak.ledger.violations())
+    if args.keep or failed:  # a failed run keeps every process's log
+        print(f"work folder (the logs of every pod, Job and the emulator): {workdir}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
     if error:
         return 2
-    return 1 if soak.ledger.undeclared() or soak.ledger.violations() else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
