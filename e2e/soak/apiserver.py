@@ -29,7 +29,11 @@ import threading
 import time
 import uuid
 
-__all__ = ["AdmissionCaller", "Call", "classify", "CAUSES"]
+from harness.api_server import bundle_fingerprints as fingerprints
+from harness.sidecar import admission_review
+
+__all__ = ["AdmissionCaller", "CachedView", "Call", "classify", "entries", "fingerprints",
+           "CAUSES"]
 
 CAUSES = ("unknown-authority", "name-mismatch", "expired", "no-bundle", "no-endpoints",
           "refused", "timeout", "bad-answer")
@@ -70,18 +74,6 @@ def classify(error):
     return "bad-answer"
 
 
-def fingerprints(pem):
-    """Short SHA-256 of each certificate of a PEM bundle, in order."""
-    out, marker = [], "-----BEGIN CERTIFICATE-----"
-    for block in pem.split(marker)[1:]:
-        body = marker + block.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----"
-        try:
-            out.append(hashlib.sha256(ssl.PEM_cert_to_DER_cert(body)).hexdigest()[:12])
-        except ValueError:
-            out.append("unparsable")
-    return out
-
-
 def entries(obj):
     """(label, service namespace, service name, caBundle PEM) of each webhook entry."""
     kind = obj.get("kind", "").replace("WebhookConfiguration", "").lower() or "webhook"
@@ -93,16 +85,6 @@ def entries(obj):
         out.append((f"{kind}/{obj['metadata']['name']}[{i}]", service.get("namespace"),
                     service.get("name"), bundle))
     return out
-
-
-def admission_review(uid):
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-                        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-                        "name": "soak", "namespace": "default", "operation": "CREATE",
-                        "userInfo": {"username": "soak"},
-                        "object": {"apiVersion": "v1", "kind": "ConfigMap",
-                                   "metadata": {"name": "soak", "namespace": "default"}}}}
 
 
 class CachedView:
@@ -227,7 +209,10 @@ class AdmissionCaller:
     def _call_entry(self, label, namespace, service, bundle):
         host = f"{service}.{namespace}.svc"
         now = time.monotonic()
-        trusted = fingerprints(bundle)
+        try:
+            trusted = fingerprints(bundle)
+        except ValueError:  # not PEM the API server could load either
+            trusted = ["unparsable"]
         if not trusted:
             self.on_failure(Call(now, label, host, None, "no-bundle", "empty caBundle"))
             return

@@ -18,6 +18,7 @@ E2E = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if E2E not in sys.path:
     sys.path.insert(0, E2E)
 
+from harness.certctl import webhook_configuration  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
 from harness.helm import REPO, find_helm, helm_env  # noqa: E402
 from harness.kubelet import JobRunner  # noqa: E402
@@ -279,18 +280,17 @@ class SoakCluster:
 
     def targets(self):
         """The user's webhook configurations: no caBundle, failing closed."""
-        def config(kind, name):
-            return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
-                    "metadata": {"name": name},
-                    "webhooks": [{
-                        "name": f"{name}.hook.example.com", "admissionReviewVersions": ["v1"],
-                        "sideEffects": "None", "failurePolicy": "Fail",
-                        "clientConfig": {"service": {"namespace": NS, "name": SERVICE,
-                                                     "path": "/validate", "port": 443}},
-                        "rules": [{"operations": ["CREATE"], "apiGroups": [""],
-                                   "apiVersions": ["v1"], "resources": ["configmaps"]}]}]}
-        return [config("ValidatingWebhookConfiguration", VWC),
-                config("MutatingWebhookConfiguration", MWC)]
+        configs = [webhook_configuration("ValidatingWebhookConfiguration", VWC,
+                                         [f"{VWC}.hook.example.com"], service=SERVICE,
+                                         namespace=NS),
+                   webhook_configuration("MutatingWebhookConfiguration", MWC,
+                                         [f"{MWC}.hook.example.com"], service=SERVICE,
+                                         namespace=NS)]
+        for config in configs:
+            for hook in config["webhooks"]:
+                hook["failurePolicy"] = "Fail"
+                hook["clientConfig"]["service"]["path"] = "/validate"
+        return configs
 
 
 def _read(folder, name):

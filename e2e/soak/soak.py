@@ -17,6 +17,7 @@ import os
 import platform
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +58,14 @@ def judge_writes(event):
                                 f"that {why} allows")
 
 
+def certctl_version(binary):
+    try:
+        out = subprocess.run([binary, "version"], capture_output=True, text=True, timeout=10)
+    except OSError as e:
+        return f"{binary}: {e}"
+    return f"{binary}: {out.stdout.strip().splitlines()[0] if out.stdout.strip() else '?'}"
+
+
 def machine():
     cpus = os.cpu_count()
     with open("/proc/meminfo", encoding="ascii") as f:
@@ -74,10 +83,12 @@ def _tally(writes):
 def report(soak, args, error, elapsed):
     ledger = soak.ledger
     undeclared = ledger.undeclared()
-    lines = [f"# Soak: seed {args.seed}, {args.minutes:g} minutes"
-             f"{', control ' + args.control if args.control else ''}", "",
+    form = "--quick" if args.quick else f"--minutes {args.minutes:g}"
+    lines = [f"# Soak: --seed {args.seed} {form}"
+             f"{' --control ' + args.control if args.control else ''}", "",
              f"- when: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
              f"machine: {machine()}; took {elapsed:.0f} s",
+             f"- certctl: {certctl_version(args.certctl)}",
              f"- lifetimes: server certificate {soak.cert_validity} s, CA {soak.ca_validity} s, "
              f"--renew-before {soak.renew_before} s, --ca-overlap {soak.ca_overlap} s",
              f"- admission calls: {ledger.calls + len(ledger.failures)} made, "
