@@ -2,8 +2,8 @@
 made; what each event declared it may break, and why; when each event was repaired.
 
 An event is under way from its start until the cluster is steady again after it (every
-target trusts exactly the Secret's CA, every pod that should run is ready and serves the
-Secret's certificate). A failed call is declared when an event under way allows its cause;
+target trusts exactly the Secret's CA, the Secret's certificate names every host the targets
+call, every pod that should run is ready and serves the Secret's certificate). A failed call is declared when an event under way allows its cause;
 any other failed call fails the run.
 """
 
@@ -23,7 +23,7 @@ class Event:
         self.calls = 0
         self.failures = []                   # (Call, declared)
         self.writes = []                     # certctl's writes in [started, repaired]
-        self.write_budget = None             # (most writes to one object, why), if any
+        self.write_budget = None             # (write, most allowed, why), if any
         self.violations = []                 # what else failed the run in this event
         self.notes = []
 
