@@ -16,7 +16,7 @@ import uuid
 
 from .sidecar import admission_review
 
-__all__ = ["ApiServerProbe", "bundle_fingerprints"]
+__all__ = ["ApiServerProbe", "admission_call", "bundle_fingerprints"]
 
 
 def bundle_fingerprints(pem):
@@ -27,6 +27,37 @@ def bundle_fingerprints(pem):
         body = marker + block.split("-----END CERTIFICATE-----")[0] + "-----END CERTIFICATE-----"
         prints.append(hashlib.sha256(ssl.PEM_cert_to_DER_cert(body)).hexdigest()[:16])
     return prints
+
+
+def admission_call(port, host, context, namespace="default", timeout=5.0, on_leaf=None):
+    """One call as the API server makes it: a TLS handshake with 127.0.0.1:`port` through
+    `context` (which trusts only a caBundle) verifying `host`, then an AdmissionReview that
+    must come back allowed with its uid. `on_leaf(fingerprint)` hears the served leaf once
+    the handshake verified. Raises on any failure."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        tls = context.wrap_socket(raw, server_hostname=host)
+    except BaseException:
+        raw.close()
+        raise
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    conn.sock = tls
+    try:
+        if on_leaf is not None:
+            on_leaf(hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()[:16])
+        uid = str(uuid.uuid4())
+        conn.request("POST", "/validate?timeout=10s",
+                     body=json.dumps(admission_review(uid, namespace=namespace)),
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise ValueError(f"AdmissionReview answered {resp.status}: {body[:200]!r}")
+        answer = json.loads(body)["response"]
+        if answer != {"uid": uid, "allowed": True}:
+            raise ValueError(f"AdmissionReview answer {answer}")
+    finally:
+        conn.close()
 
 
 def _bundles(obj):
@@ -60,32 +91,12 @@ class ApiServerProbe:
     # -- one call ---------------------------------------------------------------------------
 
     def _call(self, port, bundle):
-        context = ssl.create_default_context(cadata=bundle)  # only this bundle is trusted
-        raw = socket.create_connection(("127.0.0.1", port), timeout=self.timeout)
-        try:
-            tls = context.wrap_socket(raw, server_hostname=self.host)
-        except BaseException:
-            raw.close()
-            raise
-        conn = http.client.HTTPConnection(self.host, port, timeout=self.timeout)
-        conn.sock = tls
-        try:
-            leaf = hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()[:16]
+        def seen(leaf):
             if leaf not in self.leaves_seen:
                 self.leaves_seen.append(leaf)
-            uid = str(uuid.uuid4())
-            conn.request("POST", "/validate?timeout=10s",
-                         body=json.dumps(admission_review(uid, namespace=self.namespace)),
-                         headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            body = resp.read()
-            if resp.status != 200:
-                raise ValueError(f"AdmissionReview answered {resp.status}: {body[:200]!r}")
-            answer = json.loads(body)["response"]
-            if answer != {"uid": uid, "allowed": True}:
-                raise ValueError(f"AdmissionReview answer {answer}")
-        finally:
-            conn.close()
+
+        context = ssl.create_default_context(cadata=bundle)  # only this bundle is trusted
+        admission_call(port, self.host, context, self.namespace, self.timeout, on_leaf=seen)
 
     def _round(self):
         for path in self.paths:

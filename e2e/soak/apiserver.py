@@ -22,21 +22,16 @@ import collections
 import hashlib
 import http.client
 import itertools
-import json
 import socket
 import ssl
 import threading
 import time
-import uuid
 
+from harness.api_server import admission_call
 from harness.api_server import bundle_fingerprints as fingerprints
-from harness.sidecar import admission_review
 
-__all__ = ["AdmissionCaller", "CachedView", "Call", "classify", "entries", "fingerprints",
-           "CAUSES"]
+__all__ = ["AdmissionCaller", "CachedView", "Call", "classify", "entries", "fingerprints"]
 
-CAUSES = ("unknown-authority", "name-mismatch", "expired", "no-bundle", "no-endpoints",
-          "refused", "timeout", "bad-answer")
 HOSTNAME_MISMATCH = 62            # X509_V_ERR_HOSTNAME_MISMATCH
 UNKNOWN_ISSUER = {2, 18, 19, 20, 21}
 EXPIRED = {9, 10}                 # not yet valid, expired
@@ -138,8 +133,6 @@ class AdmissionCaller:
         self.targets, self.router = targets, router
         self.on_failure, self.on_success = on_failure, on_success
         self.interval, self.timeout = interval, timeout
-        self.calls = 0
-        self.rounds = 0
         self._turn = itertools.count()
         self._contexts = {}
         self._stop = threading.Event()
@@ -162,30 +155,6 @@ class AdmissionCaller:
             self._contexts[bundle] = context
         return context
 
-    def _call(self, port, host, bundle):
-        """One call; returns the served leaf's fingerprint. Raises on failure."""
-        raw = socket.create_connection(("127.0.0.1", port), timeout=self.timeout)
-        try:
-            tls = self._context(bundle).wrap_socket(raw, server_hostname=host)
-        except BaseException:
-            raw.close()
-            raise
-        conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
-        conn.sock = tls
-        try:
-            uid = str(uuid.uuid4())
-            conn.request("POST", "/validate?timeout=10s", body=json.dumps(admission_review(uid)),
-                         headers={"Content-Type": "application/json"})
-            resp = conn.getresponse()
-            body = resp.read()
-            if resp.status != 200:
-                raise ValueError(f"answered {resp.status}: {body[:120]!r}")
-            answer = json.loads(body)["response"]
-            if answer.get("uid") != uid or answer.get("allowed") is not True:
-                raise ValueError(f"answer {answer}")
-        finally:
-            conn.close()
-
     def _served(self, port, host):
         """The leaf an endpoint serves (no verification), to explain a failure."""
         try:
@@ -204,7 +173,6 @@ class AdmissionCaller:
             for obj in informer.items():
                 for label, namespace, service, bundle in entries(obj):
                     self._call_entry(label, namespace, service, bundle)
-        self.rounds += 1
 
     def _call_entry(self, label, namespace, service, bundle):
         host = f"{service}.{namespace}.svc"
@@ -223,13 +191,12 @@ class AdmissionCaller:
             return
         pod, port = endpoints[next(self._turn) % len(endpoints)]
         try:
-            self._call(port, host, bundle)
+            admission_call(port, host, self._context(bundle), timeout=self.timeout)
         except (OSError, ValueError, KeyError, http.client.HTTPException) as e:
             detail = f"{type(e).__name__}: {e}"
             self.on_failure(Call(now, label, host, pod, classify(e), detail, trusted,
                                  self._served(port, host)))
         else:
-            self.calls += 1
             self.on_success(label)
 
     def _run(self):

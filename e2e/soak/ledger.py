@@ -45,8 +45,6 @@ class Ledger:
         self.active = []
         self.calls = 0
         self.failures = []            # (Call, [event names], declared)
-        self.steady = False
-        self.steady_since = None
         self._lock = threading.Lock()
 
     def at(self, monotonic):
@@ -86,9 +84,6 @@ class Ledger:
         """Called by the steadiness monitor at every look."""
         with self._lock:
             now = self.clock()
-            if steady and not self.steady:
-                self.steady_since = now
-            self.steady = steady
             if not steady:
                 return
             for event in list(self.active):

@@ -18,6 +18,7 @@ signalled TERMINATION_DELAY later (a preStop pause in a real cluster). kube-prox
 `endpoints(namespace, service)` is the ready pods the stored Service selects.
 """
 
+import base64
 import hashlib
 import http.client
 import json
@@ -36,6 +37,7 @@ if E2E not in sys.path:
 
 from harness.kubelet import (ContainerProcess, ConfigError, free_ports,  # noqa: E402
                              pod_container, rewrite_flags)
+from harness.naive_rotation import publish_folder  # noqa: E402
 from harness.sidecar import WEBHOOK_SERVER  # noqa: E402
 
 __all__ = ["Deployments", "VolumePod", "WEBHOOK_SERVER", "peak_rss_kib"]
@@ -87,7 +89,6 @@ class Container:
         self.failures = 0
         self.next_probe = 0.0
         self.restart_at = None
-        self.restarts = 0
         self.peak_kib = 0
 
     def probe(self, kind):
@@ -127,7 +128,6 @@ class Container:
             if self.restart_at is None:
                 self.restart_at = now + RESTART_DELAY
             elif now >= self.restart_at:
-                self.restarts += 1
                 self.start()
             return False
         if now < self.next_probe:
@@ -391,24 +391,11 @@ class VolumePod:
         self._thread = threading.Thread(target=self._sync, name=f"volume {name}", daemon=True)
 
     def _write(self, data):
-        import base64
-        stamp = f"..{time.strftime('%Y_%m_%d_%H_%M_%S')}.{random.randrange(10**9)}"
-        target = os.path.join(self.folder, stamp)
-        os.makedirs(target)
-        for key in ("tls.crt", "tls.key", "ca.crt"):
-            if key in data:
-                with open(os.path.join(target, key), "wb") as f:
-                    f.write(base64.b64decode(data[key]))
-        link = os.path.join(self.folder, "..data_tmp")
-        os.symlink(stamp, link)
         old = os.path.realpath(os.path.join(self.folder, "..data"))
-        os.replace(link, os.path.join(self.folder, "..data"))
-        for key in ("tls.crt", "tls.key", "ca.crt"):
-            path = os.path.join(self.folder, key)
-            if not os.path.islink(path):
-                os.symlink(os.path.join("..data", key), path)
-        if os.path.isdir(old) and os.path.basename(old) != stamp:
-            shutil.rmtree(old, ignore_errors=True)
+        publish_folder(self.folder, {key: base64.b64decode(data[key]).decode()
+                                     for key in ("tls.crt", "tls.key", "ca.crt") if key in data})
+        if os.path.isdir(old) and old != os.path.realpath(os.path.join(self.folder, "..data")):
+            shutil.rmtree(old, ignore_errors=True)  # the kubelet removes the replaced set
 
     def _sync(self):
         next_probe = 0.0
