@@ -17,6 +17,7 @@
 #include "certctl/loop/sidecar.h"
 #include "certctl/metrics/registry.h"
 #include "certctl/pki/names.h"
+#include "certctl/util/duration.h"
 #include "certctl/util/host_port.h"
 #include "certctl/util/random.h"
 
@@ -202,6 +203,25 @@ void RaiseOpenFileLimit() {
   }
 }
 
+// As client-go orders them: a leader stops writing before anyone may take its lease, and
+// renews often enough that one late attempt does not cost it the lead.
+Status CheckLeaseTimes(const RunOptions& options) {
+  if (options.lease_renew_deadline >= options.lease_duration) {
+    return Fail(ErrorCode::kInvalidArgument, "--lease-renew-deadline (" +
+                                                 FormatDuration(options.lease_renew_deadline) +
+                                                 ") must be less than --lease-duration (" +
+                                                 FormatDuration(options.lease_duration) + ")");
+  }
+  if (static_cast<double>(options.lease_renew_deadline.count()) <=
+      leader::kCandidateJitter * static_cast<double>(options.lease_retry_period.count())) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "--lease-renew-deadline (" + FormatDuration(options.lease_renew_deadline) +
+                    ") must be more than 1.2 times --lease-retry-period (" +
+                    FormatDuration(options.lease_retry_period) + ")");
+  }
+  return {};
+}
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
@@ -238,6 +258,14 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
       ->add_option("--lease-name", options.lease_name,
                    "Name of the Lease (default: <secret>-certctl)")
       ->check(ObjectNameCheck("Lease"));
+  AddDurationFlag(*command, "--lease-duration", options.lease_duration,
+                  "How long a silent holder keeps the Lease before another replica may take it");
+  AddDurationFlag(*command, "--lease-renew-deadline", options.lease_renew_deadline,
+                  "The leader stops writing when it could not renew the Lease for this long "
+                  "(less than --lease-duration)");
+  AddDurationFlag(*command, "--lease-retry-period", options.lease_retry_period,
+                  "Between attempts to take or renew the Lease (--lease-renew-deadline is more "
+                  "than 1.2 times this)");
   command->add_option(
       "--identity", options.identity,
       "This replica's name in the Lease and in Events (default: $POD_NAME or the hostname, "
@@ -264,6 +292,9 @@ int RunController(const RunOptions& options, const std::string& command, const E
     return UsageError(command, "--lease-name: the default Lease name \"" + lease_name +
                                    "\" is not valid: " + valid.error().message() +
                                    "; give --lease-name");
+  }
+  if (auto valid = CheckLeaseTimes(options); !valid) {
+    return UsageError(command, valid.error().message());
   }
   auto health_address = endpoints::ParseListenAddress(options.health_addr);
   if (!health_address) {
@@ -318,7 +349,12 @@ int RunController(const RunOptions& options, const std::string& command, const E
   const std::string identity = options.identity.empty() ? DefaultIdentity(env) : options.identity;
   config.instance = identity;
   if (options.leader_elect) {
-    config.election = leader::ElectionConfig{cluster->ns, lease_name, identity};
+    config.election = leader::ElectionConfig{cluster->ns,
+                                             lease_name,
+                                             identity,
+                                             options.lease_duration,
+                                             options.lease_renew_deadline,
+                                             options.lease_retry_period};
   }
 
   loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);

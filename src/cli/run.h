@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "certctl/controller/check.h"
+#include "certctl/leader/elector.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/environment.h"
 
@@ -27,7 +28,11 @@ struct RunOptions {
   std::chrono::seconds resync{std::chrono::hours(1)};
   bool leader_elect = false;
   std::string lease_name;  // empty: "<secret>-certctl"
-  std::string identity;    // empty: $POD_NAME or the hostname, plus "_" and a random suffix
+  // client-go's defaults; shorter times hand over sooner and cost more API requests.
+  std::chrono::seconds lease_duration = leader::ElectionConfig{}.lease_duration;
+  std::chrono::seconds lease_renew_deadline = leader::ElectionConfig{}.renew_deadline;
+  std::chrono::seconds lease_retry_period = leader::ElectionConfig{}.retry_period;
+  std::string identity;  // empty: $POD_NAME or the hostname, plus "_" and a random suffix
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& options);

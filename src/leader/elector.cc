@@ -6,11 +6,6 @@
 #include "certctl/kube/object.h"
 
 namespace certctl::leader {
-namespace {
-
-constexpr double kCandidateJitter = 1.2;
-
-}  // namespace
 
 std::string FormatMicroTime(TimePoint time) {
   const auto micros = std::chrono::floor<std::chrono::microseconds>(time);

@@ -198,6 +198,30 @@ def test_validity_not_longer_than_renew_before(healthy, case):
     assert_usage_error(healthy, before, command, [*TARGET, *args], *named)
 
 
+# --- the Lease's times against one another ------------------------------------------------
+
+# Each names both flags and both values; certctl's defaults are 15s, 10s and 2s.
+LEASE_TIMES = {
+    "run-lease-duration-below-default-deadline": (
+        ["--leader-elect", "--lease-duration", "5s"],
+        ["--lease-renew-deadline", "10s", "--lease-duration", "5s"]),
+    "run-lease-renew-deadline-equal-to-duration": (
+        ["--leader-elect", "--lease-duration", "20s", "--lease-renew-deadline", "20s"],
+        ["--lease-renew-deadline", "--lease-duration", "20s"]),
+    "run-lease-retry-period-too-long-for-deadline": (
+        ["--leader-elect", "--lease-retry-period", "9s"],
+        ["--lease-renew-deadline", "10s", "--lease-retry-period", "9s", "1.2 times"]),
+    "run-lease-retry-period-zero": (["--lease-retry-period", "0s"], ["--lease-retry-period"]),
+}
+
+
+@pytest.mark.parametrize("case", list(LEASE_TIMES))
+def test_lease_times_out_of_order(healthy, case):
+    args, named = LEASE_TIMES[case]
+    before = healthy.snapshot()
+    assert_usage_error(healthy, before, "run", [*TARGET, *args], *named)
+
+
 # --- object names -------------------------------------------------------------------------
 
 SUBDOMAIN_RULE = "DNS-1123 subdomain"

@@ -526,6 +526,32 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     assert sample(values, "certctl_leader") == 1
 
 
+def test_shorter_lease_times_are_written_to_the_lease_and_hand_over_sooner(infra, sidecars):
+    names = ["s0", "s1"]
+    users = {name: f"system:serviceaccount:{NS}:certctl-{name}" for name in names}
+    for user in users.values():
+        infra.add_user(user, RULES)
+    infra.kubectl("apply", "-f", "-", input=json.dumps(hook_manifest()))
+    times = ["--lease-duration", "3s", "--lease-renew-deadline", "2s", "--lease-retry-period", "1s"]
+    replicas = {name: sidecars(name, "--leader-elect", "--identity", name, *times,
+                               user=users[name]) for name in names}
+    wait_ready(*replicas.values())
+    spec = api_get(infra, LEASE_PATH)["spec"]
+    assert spec["leaseDurationSeconds"] == 3, spec
+    leader = spec["holderIdentity"]
+    (survivor,) = [r for name, r in replicas.items() if name != leader]
+
+    replicas[leader].proc.kill()
+    replicas[leader].proc.wait()
+    killed_at = time.monotonic()
+    wait_for(lambda: api_get(infra, LEASE_PATH)["spec"].get("holderIdentity") == survivor.name,
+             "the survivor to take the lease", bound=LEASE_DURATION, watch=[survivor])
+    took = time.monotonic() - killed_at
+    print(f"takeover {took:.1f}s after the leader was killed (lease 3s, retry 1s)")
+    assert took < 3 + 2.2 + 2, took  # the lease, a candidate's longest wait, and slack
+    assert api_get(infra, LEASE_PATH)["spec"]["leaseDurationSeconds"] == 3
+
+
 def test_api_faults_are_ridden_out_without_replacing_the_secret(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)

@@ -50,6 +50,7 @@ RUN_FLAGS = {
     "--mutating-webhook": True, "--crd": True, "--apiservice": True,
     "--webhook-selector": True, "--cert-dir": True, "--health-addr": True,
     "--metrics-addr": True, "--resync": True, "--leader-elect": False, "--lease-name": True,
+    "--lease-duration": True, "--lease-renew-deadline": True, "--lease-retry-period": True,
     "--serving-addr": True, "--log-level": True, "--log-format": True,
 }
 REPEATABLE = {"--dns-name", "--ip", "--validating-webhook", "--mutating-webhook", "--crd",
@@ -253,7 +254,8 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
                         "caName": "Hook CA", "caOrganization": "Example"},
         "adopt": True, "logLevel": "debug", "logFormat": "text",
         "sidecar": {
-            "replicas": 3, "leaseName": "hook-lease", "resync": "15m",
+            "replicas": 3, "leaseName": "hook-lease", "leaseDuration": "30s",
+            "leaseRenewDeadline": "20s", "leaseRetryPeriod": "5s", "resync": "15m",
             "servingAddr": "127.0.0.1:8443", "certDir": "/etc/hook/tls", "healthPort": 9081,
             "metricsPort": 9080,
             "startupProbe": {"periodSeconds": 2, "failureThreshold": 60},
@@ -285,7 +287,9 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
         "--crd": ["widgets.hook.io"], "--apiservice": ["v1.metrics.hook.io"],
         "--webhook-selector": ["app=hook"], "--cert-dir": ["/etc/hook/tls"],
         "--health-addr": [":9081"], "--metrics-addr": [":9080"], "--resync": ["15m"],
-        "--lease-name": ["hook-lease"], "--serving-addr": ["127.0.0.1:8443"],
+        "--lease-name": ["hook-lease"], "--lease-duration": ["30s"],
+        "--lease-renew-deadline": ["20s"], "--lease-retry-period": ["5s"],
+        "--serving-addr": ["127.0.0.1:8443"],
         "--log-level": ["debug"], "--log-format": ["text"]}
     assert sorted(switches) == ["--adopt", "--leader-elect"]  # 3 replicas: elect
     assert certctl["image"] == "registry.example/certctl:9.9.9"
@@ -401,6 +405,12 @@ def test_no_rbac_and_an_existing_service_account(helm):
      "sidecar.webhook.port 8080 is also certctl's sidecar.healthPort or sidecar.metricsPort"),
     ({"sidecar": {"resync": "0s"}}, "sidecar.resync is 0s; it must be longer than zero"),
     ({"sidecar": {"resync": "101y"}}, "sidecar.resync is 101y, longer than the maximum of 100y"),
+    ({"sidecar": {"leaseRetryPeriod": "0s"}},
+     "sidecar.leaseRetryPeriod is 0s; it must be longer than zero"),
+    ({"sidecar": {"leaseDuration": "8s"}},
+     "sidecar.leaseRenewDeadline (10s) must be less than sidecar.leaseDuration (8s)"),
+    ({"sidecar": {"leaseRenewDeadline": "6s", "leaseRetryPeriod": "5s"}},
+     "sidecar.leaseRenewDeadline (6s) must be more than 1.2 times sidecar.leaseRetryPeriod (5s)"),
     ({"serviceAccount": {"create": False}},
      "serviceAccount.name is required when serviceAccount.create is false (an existing "
      "ServiceAccount for the webhook's pods)"),
@@ -414,7 +424,8 @@ def test_no_rbac_and_an_existing_service_account(helm):
      "0600) belongs to certctl's user, so the webhook could not read it"),
     ({"sidecar": {"securityContext": {"runAsUser": 0}}},
      "the webhook container runs as user 65532 and certctl as user 0"),
-], ids=["no-image", "same-ports", "webhook-port", "resync-zero", "resync-101y", "sa",
+], ids=["no-image", "same-ports", "webhook-port", "resync-zero", "resync-101y",
+        "lease-retry-zero", "lease-below-deadline", "deadline-below-retries", "sa",
         "serving-port", "serving-port-v6", "webhook-user", "certctl-user"])
 def test_values_certctl_would_refuse_fail_lint_and_template(helm, override, message):
     values = merged(MINIMAL, **override)

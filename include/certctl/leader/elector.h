@@ -11,6 +11,10 @@
 
 namespace certctl::leader {
 
+// A candidate waits retry_period plus up to this many times as much again between attempts
+// (client-go's JitterFactor); renew_deadline must be longer than that factor of retry_period.
+inline constexpr double kCandidateJitter = 1.2;
+
 struct ElectionConfig {
   std::string ns;                           // the Lease's namespace (the Secret's)
   std::string name;                         // the Lease's name

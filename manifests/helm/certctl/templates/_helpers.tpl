@@ -250,7 +250,10 @@ means certctl's default and is skipped.
       "certificate.certValidity" $c.certValidity
       "certificate.renewBefore" $c.renewBefore
       "job.waitForTargets" .Values.job.waitForTargets
-      "sidecar.resync" .Values.sidecar.resync -}}
+      "sidecar.resync" .Values.sidecar.resync
+      "sidecar.leaseDuration" .Values.sidecar.leaseDuration
+      "sidecar.leaseRenewDeadline" .Values.sidecar.leaseRenewDeadline
+      "sidecar.leaseRetryPeriod" .Values.sidecar.leaseRetryPeriod -}}
 {{- $seconds := dict -}}
 {{- $problems := list -}}
 {{- range $path, $value := $durations -}}
@@ -262,8 +265,19 @@ means certctl's default and is skipped.
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- if and (hasKey $seconds "sidecar.resync") (eq (index $seconds "sidecar.resync") 0) -}}
-{{- $problems = append $problems (printf "certctl: sidecar.resync is %s; it must be longer than zero" .Values.sidecar.resync) -}}
+{{- range $path := list "sidecar.resync" "sidecar.leaseDuration" "sidecar.leaseRenewDeadline" "sidecar.leaseRetryPeriod" -}}
+{{- if and (hasKey $seconds $path) (eq (index $seconds $path) 0) -}}
+{{- $problems = append $problems (printf "certctl: %s is %s; it must be longer than zero" $path (index $durations $path)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The Lease's times in client-go's order, a value left out counting as certctl's default. */ -}}
+{{- $lease := get $seconds "sidecar.leaseDuration" | default 15 -}}
+{{- $deadline := get $seconds "sidecar.leaseRenewDeadline" | default 10 -}}
+{{- $retry := get $seconds "sidecar.leaseRetryPeriod" | default 2 -}}
+{{- if ge $deadline $lease -}}
+{{- $problems = append $problems (printf "certctl: sidecar.leaseRenewDeadline (%ds) must be less than sidecar.leaseDuration (%ds)" $deadline $lease) -}}
+{{- else if le (mul $deadline 10) (mul $retry 12) -}}
+{{- $problems = append $problems (printf "certctl: sidecar.leaseRenewDeadline (%ds) must be more than 1.2 times sidecar.leaseRetryPeriod (%ds)" $deadline $retry) -}}
 {{- end -}}
 {{- $renew := index $seconds "certificate.renewBefore" -}}
 {{- if and (hasKey $seconds "certificate.renewBefore") (eq $renew 0) -}}

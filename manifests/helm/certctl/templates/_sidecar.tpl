@@ -120,6 +120,12 @@ every replica: running pods leaving their Service over them would break the call
 - --leader-elect
 - --lease-name
 - {{ include "certctl.leaseName" . | quote }}
+{{- range $flag, $value := dict "--lease-duration" $s.leaseDuration "--lease-renew-deadline" $s.leaseRenewDeadline "--lease-retry-period" $s.leaseRetryPeriod }}
+{{- with $value }}
+- {{ $flag }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- with include "certctl.servingAddr" . }}
 - --serving-addr
