@@ -13,6 +13,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -68,6 +69,15 @@ class WatchStream:
         return json.loads(line)
 
     def close(self):
+        """Safe from another thread: a reader blocked on the stream sees its end at once
+        (closing alone leaves the response's reference to the socket open, and the reader
+        blocked until the watch's timeout)."""
+        sock = self._conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._conn.close()
 
     def __enter__(self):

@@ -62,18 +62,22 @@ class SoakCluster:
         self.random = random.Random(seed)
         self.k = minutes / 10.0
         # Compressed lifetimes: a ten-minute run sees about six leaf renewals and two CAs
-        # come to their end. Shorter runs keep them above certctl's own fixed times (a
-        # Lease's 15 s, the 3 s a new bundle is left to reach every API server, the spacing
-        # of repairs in a fight), which no real lifetime comes near.
-        self.cert_validity = max(50, round(120 * self.k))
-        self.renew_before = max(20, round(40 * self.k))
-        self.ca_validity = max(120, round(300 * self.k))
-        self.ca_overlap = max(5, round(20 * self.k))
+        # come to their end. Shorter runs keep them above certctl's own fixed times (the 3 s
+        # a new bundle is left to reach every API server, the spacing of repairs in a fight),
+        # which no real lifetime comes near; the CA's end then falls after the fight and the
+        # read-only folder, where the ca-expiry event waits for it.
+        self.cert_validity = max(20, round(120 * self.k))
+        self.renew_before = max(10, round(40 * self.k))
+        self.ca_validity = max(90, round(300 * self.k))
+        self.ca_overlap = max(3, round(20 * self.k))
+        # A dead leader is replaced a Lease's length later; client-go's 15 s stays short
+        # beside a renewal window of 40 s, below that the Lease is shortened with it.
+        self.lease_times = None if self.renew_before >= 40 else (4, 3, 1)
         self.say = log
         # What certctl's processes get besides their pod's environment: a control run's
         # removed safety (a control build only acts on it).
         self.certctl_env = {"CERTCTL_REMOVE_SAFETY": control} if control else {}
-        self.ledger = Ledger()
+        self.ledger = Ledger(visible_after=API_SERVER_CACHE_DELAY)
         self.phase = "none"
         self.service = SERVICE
         self.replicas = 1
@@ -261,6 +265,10 @@ class SoakCluster:
                                                            "scheme": "HTTPS"},
                                                "periodSeconds": 1}}},
         }
+        if self.lease_times:
+            lease, deadline, retry = map(duration, self.lease_times)
+            values["sidecar"].update(leaseDuration=lease, leaseRenewDeadline=deadline,
+                                     leaseRetryPeriod=retry)
         for key, value in extra.items():
             values[key] = value
         return values

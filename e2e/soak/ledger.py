@@ -19,6 +19,7 @@ class Event:
         self.allowed = dict(allowed or {})   # cause -> reason
         self.started = None
         self.done = None                     # the disturbance is over (the action returned)
+        self.visible = None                  # ... and the API server's calls see that it is
         self.repaired = None                 # steady again after done
         self.calls = 0
         self.failures = []                   # (Call, declared)
@@ -32,14 +33,17 @@ class Event:
         return [call for call, declared in self.failures if not declared]
 
     def repair_seconds(self):
-        if self.done is None or self.repaired is None:
+        if self.visible is None or self.repaired is None:
             return None
-        return max(0.0, self.repaired - self.done)
+        return max(0.0, self.repaired - self.visible)
 
 
 class Ledger:
-    def __init__(self, clock=time.monotonic):
-        self.clock = clock
+    def __init__(self, clock=time.monotonic, visible_after=0.0):
+        """visible_after: how late a change reaches the API server's calls (its cache). The
+        disturbance's last change, made as it ended, reaches them that much later; until
+        then the cluster cannot be judged repaired."""
+        self.clock, self.visible_after = clock, visible_after
         self.started = clock()
         self.events = []
         self.active = []
@@ -61,6 +65,7 @@ class Ledger:
         """The disturbance is over; the event stays under way until steady."""
         with self._lock:
             event.done = self.clock()
+            event.visible = event.done + self.visible_after
 
     def success(self, target):
         with self._lock:
@@ -87,7 +92,7 @@ class Ledger:
             if not steady:
                 return
             for event in list(self.active):
-                if event.done is not None and now >= event.done:
+                if event.visible is not None and now >= event.visible:
                     event.repaired = now
                     self.active.remove(event)
 

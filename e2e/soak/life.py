@@ -126,9 +126,14 @@ class Soak(SoakCluster):
 
     def ca_expiry(self, event):
         """The CA comes within --renew-before of its end: certctl rotates it by itself. Done
-        once the Secret trusts a single CA that it did not trust before."""
-        _, files = self.secret_files()
-        before = set(fingerprints(files["ca.crt"]))
+        once the Secret trusts a single CA that it did not trust before (or, when that
+        rotation began already, once it trusts only the CA the rotation brought)."""
+        secret, files = self.secret_files()
+        under_way = ((secret or {}).get("metadata", {}).get("annotations") or {}).get(PHASE)
+        trusted = fingerprints(files["ca.crt"])
+        before = set(trusted[1:] if under_way else trusted)
+        if under_way:
+            event.notes.append(f"the rotation began before the event ({under_way})")
         end = not_after(files["ca.crt"])  # the first CA of the bundle is the newest
         event.notes.append(f"the CA ends in {end - time.time():.0f}s")
 
@@ -241,5 +246,6 @@ class Soak(SoakCluster):
         self._open()
         for name, what, action, allowed in self.life():
             self.run_event(Event(name, what, allowed), action)
+        self.say(f"[{self.ledger.at(time.monotonic()):7.1f}s] the life is over: stopping")
 
 

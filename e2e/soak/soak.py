@@ -90,7 +90,9 @@ def report(soak, args, error, elapsed):
              f"machine: {machine()}; took {elapsed:.0f} s",
              f"- certctl: {certctl_version(args.certctl)}",
              f"- lifetimes: server certificate {soak.cert_validity} s, CA {soak.ca_validity} s, "
-             f"--renew-before {soak.renew_before} s, --ca-overlap {soak.ca_overlap} s",
+             f"--renew-before {soak.renew_before} s, --ca-overlap {soak.ca_overlap} s; "
+             f"Lease {'/'.join(map(str, soak.lease_times or (15, 10, 2)))} s "
+             f"(duration/renew deadline/retry)",
              f"- admission calls: {ledger.calls + len(ledger.failures)} made, "
              f"{len(ledger.failures)} failed, of which **{len(undeclared)} undeclared**",
              f"- other failures of the run: **{len(ledger.violations())}**",
@@ -149,7 +151,7 @@ def main(argv=None):
     parser.add_argument("--certctl", default=os.path.join(REPO, "build", "ci", "certctl"))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--quick", action="store_true", help="the one-minute form")
+    parser.add_argument("--quick", action="store_true", help="--minutes 1: every lifetime at its floor (about two minutes)")
     parser.add_argument("--control", choices=sorted(CONTROLS))
     parser.add_argument("--report", help="write the report (Markdown) here too")
     parser.add_argument("--json", help="write the figures as JSON here")
