@@ -151,7 +151,8 @@ def main(argv=None):
     parser.add_argument("--certctl", default=os.path.join(REPO, "build", "ci", "certctl"))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--quick", action="store_true", help="--minutes 1: every lifetime at its floor (about two minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="--minutes 1: every lifetime at its floor (about two minutes)")
     parser.add_argument("--control", choices=sorted(CONTROLS))
     parser.add_argument("--report", help="write the report (Markdown) here too")
     parser.add_argument("--json", help="write the figures as JSON here")
