@@ -238,9 +238,10 @@ syntax and bounded every number to 10 digits, so the sum cannot overflow.
 {{/*
 The first duration value that certctl would refuse with a usage error, which in a hook Job
 or a sidecar would only show as a failed install or a crash-looping pod: longer than 100y
-(certctl's maximum for every duration), a renewBefore or resync of zero, or a validity not
-longer than renewBefore (every run would renew). Empty when all are fine; a value left out
-means certctl's default and is skipped.
+(certctl's maximum for every duration), a renewBefore, resync or Lease time of zero, a
+validity not longer than renewBefore (every run would renew), or the Lease's times out of
+client-go's order. Empty when all are fine. A value left out means certctl's default: it is
+skipped, except that the Lease's order is checked with the defaults in its place.
 */}}
 {{- define "certctl.durationProblem" -}}
 {{- $maxSeconds := 3153600000 -}}{{- /* 100y */ -}}
