@@ -41,6 +41,9 @@ PHASE = "certctl.io/rotation-phase"
 UNTIL = "certctl.io/previous-ca-until"
 SETTLE_BOUND = 120.0
 API_SERVER_CACHE_DELAY = 1.0  # a webhook configuration's change reaches the calls this late
+# The webhook's preStop pause (the chart's sidecar.webhook.lifecycle, and its own pod's before
+# the chart ran it): longer than the calls still on their way to a removed pod.
+WEBHOOK_PRE_STOP = 2
 
 
 class SoakError(RuntimeError):
@@ -89,6 +92,7 @@ class SoakCluster:
         self.views = []
         self._names = {}  # server certificate PEM -> its DNS names
         self.legacy_routed = False
+        self.legacy_routed_until = None  # its pod removed: calls still reach it until then
         self.rss = {}
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_steadiness, name="steadiness",
@@ -150,7 +154,9 @@ class SoakCluster:
         the webhook's own pod behind the Service `hook` (its Deployment is not stored)."""
         found = self.pods.endpoints(namespace, service)
         pod = self.volume_pod
-        if (self.legacy_routed and pod is not None and pod.is_ready
+        routed = self.legacy_routed or (self.legacy_routed_until is not None
+                                        and time.monotonic() < self.legacy_routed_until)
+        if (routed and pod is not None and pod.is_ready
                 and (namespace, service) == (NS, SERVICE)):
             found.append((pod.name, pod.port))
         return found
@@ -263,7 +269,8 @@ class SoakCluster:
                             "args": ["--cert-dir", "/tls", "--listen", "127.0.0.1:9443"],
                             "readinessProbe": {"httpGet": {"path": "/healthz", "port": "https",
                                                            "scheme": "HTTPS"},
-                                               "periodSeconds": 1}}},
+                                               "periodSeconds": 1},
+                            "lifecycle": {"preStop": {"sleep": {"seconds": WEBHOOK_PRE_STOP}}}}},
         }
         if self.lease_times:
             lease, deadline, retry = map(duration, self.lease_times)

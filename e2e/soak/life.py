@@ -13,9 +13,10 @@ import time
 from harness.faults import read_only_folder, user_fault
 from soak.apiserver import fingerprints
 from soak.cluster import (ADMISSION, CHART, MWC, NS, PHASE, RELEASE, RENAMED, SECRET,
-                          SETTLE_BOUND, UNTIL, VWC, SoakCluster, SoakError, not_after)
+                          SETTLE_BOUND, UNTIL, VWC, WEBHOOK_PRE_STOP, SoakCluster, SoakError,
+                          not_after)
 from soak.ledger import Event
-from soak.workloads import VolumePod
+from soak.workloads import ENDPOINTS_LAG, VolumePod
 
 CONTROLS = {
     "two-ca-bundle": "a CA rotation replaces CA, server certificate and every caBundle at once "
@@ -69,9 +70,11 @@ class Soak(SoakCluster):
         self.phase = "sidecar"
         self.helm("upgrade", RELEASE, CHART, "--namespace", NS, values=self.values("sidecar"))
         self.wait(lambda: self.pods.ready_pods(), "the chart's pod ready")
-        # The webhook's own Deployment is deleted once the chart's pods serve.
+        # The webhook's own Deployment is deleted once the chart's pods serve: its pod leaves
+        # the endpoints (calls still on their way reach it for a moment) and pauses in preStop.
         self.legacy_routed = False
-        time.sleep(0.5)
+        self.legacy_routed_until = time.monotonic() + ENDPOINTS_LAG
+        time.sleep(WEBHOOK_PRE_STOP)
         self.volume_pod.stop()
 
     def leaf_renewal(self, event):

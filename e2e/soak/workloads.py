@@ -13,9 +13,12 @@ container that exits is started again after RESTART_DELAY (with its startupProbe
 pod is ready when both containers are. The Deployment part rolls a changed template out with
 the default strategy (maxSurge 25% rounded up, maxUnavailable 25% rounded down: one new pod,
 an old one removed once the new one is ready) and scales to spec.replicas (not-ready pods
-first, then the newest). A pod being removed leaves its Service's endpoints first and is
-signalled TERMINATION_DELAY later (a preStop pause in a real cluster). kube-proxy:
-`endpoints(namespace, service)` is the ready pods the stored Service selects.
+first, then the newest). A pod being removed runs the webhook container's preStop pause
+(`lifecycle.preStop.sleep.seconds`, none without one), then SIGTERMs the webhook container
+and after it certctl (a native sidecar stops last). kube-proxy: `endpoints(namespace,
+service)` is the ready pods the stored Service selects, and for ENDPOINTS_LAG a pod that
+was ready when its removal began: the calls on their way while the EndpointSlice change
+travels, which a pod without a preStop pause refuses.
 """
 
 import base64
@@ -43,7 +46,7 @@ from harness.sidecar import WEBHOOK_SERVER  # noqa: E402
 __all__ = ["Deployments", "VolumePod", "WEBHOOK_SERVER", "peak_rss_kib"]
 
 RESTART_DELAY = 1.0       # the kubelet's first back-off is 10 s; compressed like the lifetimes
-TERMINATION_DELAY = 0.5   # out of the endpoints, then SIGTERM
+ENDPOINTS_LAG = 1.0       # a removed pod still gets calls this long
 TICK = 0.1
 
 
@@ -165,7 +168,9 @@ class Pod:
         self.server = None
         self.https = None
         self.cert_dir = None
+        self.pre_stop = 0.0           # seconds of the webhook container's preStop pause
         self.terminating = False
+        self.routed_until = None      # a removed pod: calls still reach it until then
 
     @property
     def ready(self):
@@ -207,8 +212,10 @@ class Deployments:
         if not selector:
             return found
         with self._lock:
+            now = time.monotonic()
             for pod in self.pods.values():
-                if pod.ready and all(pod.labels.get(k) == v for k, v in selector.items()):
+                routed = pod.ready or (pod.routed_until is not None and now < pod.routed_until)
+                if routed and all(pod.labels.get(k) == v for k, v in selector.items()):
                     found.append((pod.name, pod.https))
         return found
 
@@ -263,6 +270,8 @@ class Deployments:
             return process
 
         [server_spec] = spec["containers"]
+        pre_stop = ((server_spec.get("lifecycle") or {}).get("preStop") or {}).get("sleep") or {}
+        pod.pre_stop = float(pre_stop.get("seconds", 0))
 
         def server_process():
             return pod_container(
@@ -282,13 +291,19 @@ class Deployments:
         return pod
 
     def _remove(self, pod, why):
-        pod.terminating = True  # out of the endpoints now
+        with self._lock:
+            if pod.ready:
+                pod.routed_until = time.monotonic() + ENDPOINTS_LAG
+            pod.terminating = True
         self.log(f"pod {pod.name} removed ({why})")
 
         def finish():
-            time.sleep(TERMINATION_DELAY)
-            for container in pod.containers():
-                container.stop()
+            time.sleep(pod.pre_stop)
+            for container in (pod.server, pod.sidecar):
+                if container is not None:
+                    container.stop()
+            # Calls on their way reach the stopped pod (refused) until the lag has passed.
+            time.sleep(max(0.0, (pod.routed_until or 0.0) - time.monotonic()))
             with self._lock:
                 self.pods.pop(pod.name, None)
                 self.gone.append(pod)

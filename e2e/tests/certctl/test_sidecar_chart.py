@@ -265,6 +265,7 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
                         "resources": {"limits": {"memory": "1Gi"}},
                         "readinessProbe": {"httpGet": {"path": "/ready", "port": "https",
                                                        "scheme": "HTTPS"}},
+                        "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
                         "volumeMounts": [{"name": "config", "mountPath": "/config"}],
                         "serviceAccountToken": True},
             "service": {"port": 8443},
@@ -312,6 +313,7 @@ def test_every_sidecar_value_maps_to_its_flag_or_field(helm):
     assert webhook["env"] == [{"name": "MODE", "value": "strict"}]
     assert webhook["resources"] == {"limits": {"memory": "1Gi"}}
     assert webhook["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert webhook["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
     assert port_number(webhook, "https") == 8443
     assert mounts(webhook)["certctl-certs"]["mountPath"] == "/etc/hook/tls"
     assert mounts(webhook)["config"] == {"name": "config", "mountPath": "/config"}
