@@ -21,6 +21,7 @@ import signal
 import pytest
 
 from harness import Cluster
+from harness.real_cluster import RealCluster
 from harness.fixtures import *  # noqa: F401,F403
 
 TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "60"))
@@ -86,6 +87,8 @@ class _Durations:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "time_limit(seconds): this test's own limit, for scenarios long by nature")
+    config.addinivalue_line(
+        "markers", "backends(*names): run the test on each API server named (emulator, real)")
     # The controller (or a serial run) records; xdist workers have workerinput.
     if DURATIONS and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Durations(), "e2e-durations")
@@ -108,10 +111,25 @@ def pytest_runtest_protocol(item, nextitem):
         signal.signal(signal.SIGALRM, previous)
 
 
+BACKENDS = {"emulator": Cluster, "real": RealCluster}
+
+
+def pytest_generate_tests(metafunc):
+    """A test (or module, by pytestmark) marked backends("emulator", "real") runs once on
+    each named backend; unmarked tests keep the emulator."""
+    marker = metafunc.definition.get_closest_marker("backends")
+    if marker and "cluster" in metafunc.fixturenames:
+        unknown = set(marker.args) - set(BACKENDS)
+        if unknown:
+            raise ValueError(f"unknown backends {sorted(unknown)}; known: {sorted(BACKENDS)}")
+        metafunc.parametrize("cluster", marker.args, indirect=True)
+
+
 @pytest.fixture
-def cluster():
-    """A fresh emulator for one test."""
-    with Cluster() as c:
+def cluster(request):
+    """A fresh API server for one test: the emulator, or with the backends marker the real
+    kube-apiserver and etcd of scripts/kube-up.sh (harness/real_cluster.py)."""
+    with BACKENDS[getattr(request, "param", "emulator")]() as c:
         yield c
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks formatting (clang-format) and runs the project's clang-tidy checks over every
-# source file, using the compile commands of a configured preset (default: ci).
+# source file, using the compile commands of a configured preset (default: ci); gofmt and
+# go vet on the Go programs of the test bed (e2e/controlplane).
 # clang-tidy results are cached outside the clone (CERTCTL_CACHE_DIR, default
 # ~/.cache/certctl): a unit is checked again only when its inputs changed. The key of a unit
 # is the hash of its preprocessed source (every header it includes, as clang sees it, with
@@ -23,6 +24,18 @@ if $fix; then
 else
   clang-format --dry-run -Werror "${sources[@]}"
 fi
+
+# The vet results sit in Go's build cache: an unchanged tree is checked again in seconds.
+if $fix; then
+  gofmt -w e2e/controlplane
+else
+  unformatted=$(gofmt -l e2e/controlplane)
+  [[ -z $unformatted ]] || {
+    echo "lint: gofmt would change: $unformatted" >&2
+    exit 1
+  }
+fi
+(cd e2e/controlplane && go vet ./...)
 
 build=build/ci
 [[ -f $build/compile_commands.json ]] || cmake --preset ci >/dev/null

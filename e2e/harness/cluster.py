@@ -87,8 +87,20 @@ class WatchStream:
         self.close()
 
 
+def node_address():
+    """This machine's first non-loopback IPv4 address (what scripts/kube-up.sh writes to
+    node-ip): an address EndpointSlice validation accepts, where webhook servers listen."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        return line.split()[3].split("/")[0]
+    raise EmulatorError("this machine has no non-loopback IPv4 address (see ip addr)")
+
+
 class Cluster:
     """An emulator process; a context manager that starts it and always stops it."""
+
+    backend = "emulator"
 
     def __init__(self, policy_path=None, bookmark_interval=None):
         self.policy_path = policy_path
@@ -111,6 +123,10 @@ class Cluster:
     @property
     def state_dir(self):
         return os.path.join(self.tmp, "state")
+
+    @property
+    def node_ip(self):
+        return node_address()
 
     @property
     def ca_path(self):
@@ -198,6 +214,10 @@ class Cluster:
 
     def token(self, user="admin"):
         return self._tokens[user]
+
+    def username(self, user):
+        """The name the API server knows `user` by (in its 403 messages, say)."""
+        return user
 
     def _write_kubeconfig(self, user, token):
         with open(self.ca_path, "rb") as f:

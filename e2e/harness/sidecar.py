@@ -142,11 +142,13 @@ class WebhookServer:
     (SIGTERM, then SIGKILL after 5 s)."""
 
     def __init__(self, cert_dir, workdir, name="webhook", listen="127.0.0.1:0",
-                 ready_timeout=30, python=None):
+                 ready_timeout=30, python=None, log_reviews=False):
         self.cert_dir = cert_dir
         self.stderr_path = os.path.join(workdir, f"{name}.stderr")
         self.argv = [python or sys.executable, WEBHOOK_SERVER, "--cert-dir", cert_dir,
                      "--listen", listen, "--ready-timeout", str(ready_timeout)]
+        if log_reviews:
+            self.argv.append("--log-reviews")
         self.proc = None
         self.port = None
         self.url = None

@@ -5,8 +5,13 @@ keeps, and picks up every new pair without a restart. Python standard library on
     python3 webhook_server.py --cert-dir DIR --listen 127.0.0.1:9443 [--ready-timeout 60]
 
 It prints `LISTENING https://HOST:PORT` on stdout once it serves (port 0 picks a free one)
-and logs to stderr. Endpoints: `POST /validate` (admission.k8s.io/v1 AdmissionReview:
-allowed, unless the object carries the label `certctl-example/deny`), `GET /healthz`.
+and logs to stderr (with --log-reviews, a line for each review it answers). Endpoints:
+`POST /validate` (admission.k8s.io/v1 AdmissionReview: allowed, unless the object carries
+the label `certctl-example/deny`), `POST /convert` (apiextensions.k8s.io/v1
+ConversionReview for CRD versions that differ only in name: each object gets the desired
+apiVersion), `GET /apis/GROUP/VERSION` (the discovery document of an aggregated API
+without resources, which is what the aggregator's availability check asks for), `GET
+/healthz`.
 SIGTERM and SIGINT stop it with exit 0; it exits 1 when no pair shows up within
 --ready-timeout, 2 on bad arguments or an address it cannot bind.
 
@@ -48,6 +53,7 @@ HANDSHAKE_TIMEOUT = 10.0      # a client that stalls its handshake is dropped
 IDLE_TIMEOUT = 30.0           # ... and so is a kept-alive connection left idle
 MAX_BODY = 3 * 1024 * 1024    # the API server's own limit on an object is about 3 MiB
 DENY_LABEL = "certctl-example/deny"
+LOG_REVIEWS = False           # --log-reviews: a line for every review answered
 
 
 def log(message):
@@ -200,14 +206,23 @@ class Handler(BaseHTTPRequestHandler):
     timeout = IDLE_TIMEOUT
 
     def do_GET(self):
-        if self.path.split("?", 1)[0] == "/healthz":
+        path = self.path.split("?", 1)[0]
+        parts = path.strip("/").split("/")
+        if path == "/healthz":
             self.reply(200, b"ok\n", "text/plain; charset=utf-8")
+        elif len(parts) == 3 and parts[0] == "apis":
+            if LOG_REVIEWS:
+                log(f"discovery {path}")
+            document = {"kind": "APIResourceList", "apiVersion": "v1",
+                        "groupVersion": f"{parts[1]}/{parts[2]}", "resources": []}
+            self.reply(200, json.dumps(document).encode(), "application/json")
         else:
             self.reply(404, b"not found\n", "text/plain; charset=utf-8")
 
     def do_POST(self):
         # The API server calls the configured path with a query (?timeout=10s).
-        if self.path.split("?", 1)[0] != "/validate":
+        path = self.path.split("?", 1)[0]
+        if path not in ("/validate", "/convert"):
             self.reply(404, b"not found\n", "text/plain; charset=utf-8")
             return
         try:
@@ -220,6 +235,9 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(413, b"body too large\n", "text/plain; charset=utf-8")
             return
         body = self.rfile.read(length)
+        if path == "/convert":
+            self.convert(body)
+            return
         try:
             review = json.loads(body)
             request = review["request"]
@@ -231,8 +249,32 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(400, f"not an AdmissionReview: {e}\n".encode(),
                        "text/plain; charset=utf-8")
             return
+        if LOG_REVIEWS:
+            log(f"review {request['uid']}: {request.get('operation')} "
+                f"{(request.get('resource') or {}).get('resource')} "
+                f"{request.get('namespace', '')}/{request.get('name', '')}: "
+                f"{'allowed' if response.get('allowed') else 'denied'}")
         answer = {"apiVersion": review.get("apiVersion", "admission.k8s.io/v1"),
                   "kind": "AdmissionReview", "response": response}
+        self.reply(200, json.dumps(answer).encode(), "application/json")
+
+    def convert(self, body):
+        try:
+            review = json.loads(body)
+            request = review["request"]
+            desired = request["desiredAPIVersion"]
+            objects = [dict(obj, apiVersion=desired) for obj in request["objects"]]
+            uid = request["uid"]
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            self.reply(400, f"not a ConversionReview: {e}\n".encode(),
+                       "text/plain; charset=utf-8")
+            return
+        if LOG_REVIEWS:
+            log(f"conversion {uid}: {len(objects)} object(s) to {desired}")
+        answer = {"apiVersion": review.get("apiVersion", "apiextensions.k8s.io/v1"),
+                  "kind": "ConversionReview",
+                  "response": {"uid": uid, "convertedObjects": objects,
+                               "result": {"status": "Success"}}}
         self.reply(200, json.dumps(answer).encode(), "application/json")
 
     def reply(self, code, body, content_type):
@@ -301,7 +343,11 @@ def main(argv=None):
                         help="address to serve HTTPS on; port 0 picks a free one")
     parser.add_argument("--ready-timeout", type=float, default=60.0, metavar="SECONDS",
                         help="how long to wait for a pair before giving up (default 60)")
+    parser.add_argument("--log-reviews", action="store_true",
+                        help="log a line for every AdmissionReview answered")
     args = parser.parse_args(argv)
+    global LOG_REVIEWS
+    LOG_REVIEWS = args.log_reviews
 
     stop = threading.Event()
 

@@ -209,6 +209,7 @@ def test_check_names_every_entry_whose_called_name_is_not_covered(demo, certctl_
 
 # --- check: the Service each entry calls ------------------------------------------------
 
+@pytest.mark.backends("emulator", "real")
 def test_check_reports_a_missing_service_and_a_missing_port(demo, certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
     hook = vwc("hook", ["a.example.com"], ca)
@@ -242,6 +243,7 @@ def test_check_reports_a_missing_service_and_a_missing_port(demo, certctl_binary
     assert lines(fine)[0].endswith("1 caBundle(s) up to date, every name they call covered")
 
 
+@pytest.mark.backends("emulator", "real")
 def test_check_reports_a_service_without_a_ready_endpoint(demo, certctl_binary):
     """Ready means conditions.ready is not false; a slice listing ports counts only if it
     lists the Service port's name; only slices labelled with the Service's name count."""
@@ -291,18 +293,20 @@ def test_check_reports_a_service_without_a_ready_endpoint(demo, certctl_binary):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.backends("emulator", "real")
 def test_check_turns_forbidden_service_reads_into_notes(demo, certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
     apply(demo, *service_with_endpoints("hook", NS), vwc("hook", ["a.example.com"], ca))
     demo.add_user("no-services", checker_rules(services=False))
     demo.add_user("no-slices", checker_rules(endpointslices=False))
+    no_services, no_slices = demo.username("no-services"), demo.username("no-slices")
     service_note = (
         f"note: could not read service/{NS}/hook (get services {NS}/hook: services \"hook\" is "
-        f"forbidden: User \"no-services\" cannot get resource \"services\" in API group \"\" in "
+        f"forbidden: User \"{no_services}\" cannot get resource \"services\" in API group \"\" in "
         f"the namespace \"{NS}\"), so whether the API server can reach it was not checked")
     slices_note = (
         f"note: could not read the EndpointSlices of service/{NS}/hook (list endpointslices in "
-        f"namespace {NS}: endpointslices.discovery.k8s.io is forbidden: User \"no-slices\" "
+        f"namespace {NS}: endpointslices.discovery.k8s.io is forbidden: User \"{no_slices}\" "
         f"cannot list resource \"endpointslices\" in API group \"discovery.k8s.io\" in the "
         f"namespace \"{NS}\"), so whether the API server can reach it was not checked")
 
@@ -329,13 +333,14 @@ def test_check_turns_forbidden_service_reads_into_notes(demo, certctl_binary):
         f"hook-a.demo.svc, which the certificate does not name (it names {NAMES_HOOK}) "
         "[target-name-not-covered]",
         f"note: could not read service/{NS}/hook-a (get services {NS}/hook-a: services "
-        f"\"hook-a\" is forbidden: User \"no-services\" cannot get resource \"services\" in "
+        f"\"hook-a\" is forbidden: User \"{no_services}\" cannot get resource \"services\" in "
         f"API group \"\" in the namespace \"{NS}\"), so whether the API server can reach it "
         "was not checked"]
 
 
 # --- check: which names must be covered ---------------------------------------------------
 
+@pytest.mark.backends("emulator", "real")
 def test_check_without_names_holds_the_certificate_to_what_the_targets_call(demo,
                                                                            certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
@@ -436,6 +441,7 @@ def openssl_wildcard_pair(tmp_path, san):
     return {"ca.crt": ca_crt.read_text(), "tls.crt": crt.read_text(), "tls.key": key.read_text()}
 
 
+@pytest.mark.backends("emulator", "real")
 def test_an_external_wildcard_covers_exactly_one_label_in_any_case(demo, certctl_binary,
                                                                    tmp_path):
     pair = openssl_wildcard_pair(tmp_path, "*.demo.svc")
@@ -471,6 +477,7 @@ def test_an_external_wildcard_covers_exactly_one_label_in_any_case(demo, certctl
     assert "every name they call covered" in other_case.stdout
 
 
+@pytest.mark.backends("emulator", "real")
 def test_a_service_in_another_namespace_is_not_covered(demo, certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
     demo.kubectl("create", "namespace", "other")
@@ -527,6 +534,7 @@ FAILED_CALLS = ("certctl job: the CA bundle is injected, but the API server cann
                 "target: ")
 
 
+@pytest.mark.backends("emulator", "real")
 def test_job_fails_on_a_url_host_the_certificate_does_not_name(job_user, certctl_binary):
     apply(job_user, with_urls(vwc("hook", ["x.example.com"]), "https://10.0.0.5:8443/v"))
     result = job(job_user, certctl_binary)
@@ -555,6 +563,7 @@ def test_job_fails_on_a_url_host_the_certificate_does_not_name(job_user, certctl
     assert "DNS:webhook.example.com" in sans(secret_data(job_user)["tls.crt"])
 
 
+@pytest.mark.backends("emulator", "real")
 def test_job_matches_an_ipv6_url_host_without_brackets(job_user, certctl_binary):
     apply(job_user, with_urls(vwc("hook", ["x.example.com"]), "https://[fd00::10]:8443/x"))
     result = job(job_user, certctl_binary)

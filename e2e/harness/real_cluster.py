@@ -1,0 +1,300 @@
+"""RealCluster: a real etcd and kube-apiserver v1.37 (scripts/kube-up.sh) in a temporary
+folder, with the client side of `Cluster` (harness/cluster.py): kubectl(), api(), watch(),
+users with RBAC, service-account folders. A test written against that interface runs on
+either backend (conftest.py's `backends` marker); the emulator's controls (faults, the
+request log, policies) exist only there.
+
+    with RealCluster() as c:
+        c.kubectl("create", "namespace", "infra")
+        c.add_user("system:serviceaccount:infra:certctl", rules)   # a real ServiceAccount,
+        env = c.in_cluster_env("system:serviceaccount:infra:certctl", "infra")  # its token
+
+Users are ServiceAccounts: add_user creates the account, a Role per namespace its rules
+name and a ClusterRole for the rest, binds them, and asks the TokenRequest API for a token,
+so every request certctl makes with it is authenticated and authorized by the API server
+itself. A name that is not system:serviceaccount:NS:NAME (a test's "checker") becomes the
+account of that name in the namespace e2e-users. The admin is a client certificate in the
+group system:masters.
+"""
+
+import base64
+import http.client
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import urllib.parse
+
+from .cluster import ApiResponse, EmulatorError, WatchStream
+from .kubectl_path import KUBECTL
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KUBE_UP = os.path.join(REPO, "scripts", "kube-up.sh")
+START_TIMEOUT = 600  # the first start on a machine builds kube-apiserver
+TOKEN_SECONDS = 3600
+SA_PREFIX = "system:serviceaccount:"
+USERS_NAMESPACE = "e2e-users"  # where the accounts of plain user names live
+
+
+class ClusterError(EmulatorError):
+    """The real control plane did not start, or refused a set-up request."""
+
+
+class RealCluster:
+    """A real control plane for one test; a context manager that always stops it."""
+
+    backend = "real"
+
+    def __init__(self):
+        self.tmp = None
+        self.url = None
+        self.port = None
+        self.node_ip = None
+        self._tokens = {}
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def state_dir(self):
+        return os.path.join(self.tmp, "kube")
+
+    @property
+    def ca_path(self):
+        return os.path.join(self.state_dir, "pki", "ca.crt")
+
+    def start(self):
+        self.tmp = tempfile.mkdtemp(prefix="kube-")
+        proc = subprocess.run([KUBE_UP, self.state_dir], capture_output=True, text=True,
+                              timeout=START_TIMEOUT)
+        if proc.returncode != 0:
+            output = proc.stdout + proc.stderr
+            self.stop()
+            raise ClusterError(f"scripts/kube-up.sh failed ({proc.returncode}): {output}")
+        with open(os.path.join(self.state_dir, "port"), encoding="ascii") as f:
+            self.port = int(f.read())
+        with open(os.path.join(self.state_dir, "node-ip"), encoding="ascii") as f:
+            self.node_ip = f.read().strip()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self._ssl = ssl.create_default_context(cafile=self.ca_path)
+        self._admin_ssl = ssl.create_default_context(cafile=self.ca_path)
+        pki = os.path.join(self.state_dir, "pki")
+        self._admin_ssl.load_cert_chain(os.path.join(pki, "admin.crt"),
+                                        os.path.join(pki, "admin.key"))
+        shutil.copyfile(os.path.join(self.state_dir, "kubeconfig"),
+                        os.path.join(self.state_dir, "admin.kubeconfig"))
+
+    def stop(self):
+        if self.tmp:
+            subprocess.run([KUBE_UP, "--down", self.state_dir], capture_output=True,
+                           timeout=60)
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+    def log(self):
+        """The API server's log so far."""
+        with open(os.path.join(self.state_dir, "kube-apiserver.log"), encoding="utf-8",
+                  errors="replace") as f:
+            return f.read()
+
+    # --- users and credentials --------------------------------------------------------
+
+    def kubeconfig(self, user="admin"):
+        path = os.path.join(self.state_dir, f"{user.replace(':', '_')}.kubeconfig")
+        if not os.path.exists(path):
+            raise KeyError(f"no user {user!r}; add it with add_user()")
+        return path
+
+    def token(self, user):
+        return self._tokens[user]
+
+    def username(self, user):
+        """The name the API server knows `user` by (in its 403 messages, say)."""
+        namespace, account = self._account(user)
+        return f"{SA_PREFIX}{namespace}:{account}"
+
+    def add_user(self, name, rules, groups=()):
+        """A ServiceAccount `system:serviceaccount:NS:NAME` (its namespace is created when
+        missing; a plain name is an account in e2e-users) granted `rules`: rules with
+        `namespaces` (the emulator's form) go to a Role in each of those namespaces, the
+        others to a ClusterRole. Returns its token."""
+        if groups:
+            raise ValueError("the real backend's users are ServiceAccounts: their groups "
+                             "are the API server's, not the test's")
+        namespace, account = self._account(name)
+        self._ensure_namespace(namespace)
+        self._create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                     {"apiVersion": "v1", "kind": "ServiceAccount",
+                      "metadata": {"name": account, "namespace": namespace}})
+        role = f"e2e-{namespace}-{account}"
+        subject = [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]
+        by_namespace, cluster_rules = {}, []
+        for rule in rules:
+            rule = dict(rule)
+            namespaces = rule.pop("namespaces", None)
+            if namespaces is None:
+                cluster_rules.append(rule)
+            for ns in namespaces or ():
+                by_namespace.setdefault(ns, []).append(rule)
+        for ns, ns_rules in by_namespace.items():
+            self._ensure_namespace(ns)
+            rbac = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}"
+            self._create_or_replace(f"{rbac}/roles", {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": role, "namespace": ns}, "rules": ns_rules})
+            self._create_or_replace(f"{rbac}/rolebindings", {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": role, "namespace": ns}, "subjects": subject,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": role}})
+        if cluster_rules:
+            rbac = "/apis/rbac.authorization.k8s.io/v1"
+            self._create_or_replace(f"{rbac}/clusterroles", {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": role}, "rules": cluster_rules})
+            self._create_or_replace(f"{rbac}/clusterrolebindings", {
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": role}, "subjects": subject,
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": role}})
+        return self.service_account_token(name)
+
+    def service_account_token(self, name):
+        """A token from the TokenRequest API for an existing ServiceAccount `name`
+        (system:serviceaccount:NS:NAME), kept as that user's credential."""
+        namespace, account = self._account(name)
+        reply = self._create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+             "spec": {"expirationSeconds": TOKEN_SECONDS}}, exist_ok=False)
+        token = reply["status"]["token"]
+        self._tokens[name] = token
+        self._write_kubeconfig(name, token)
+        return token
+
+    @staticmethod
+    def _account(name):
+        """(namespace, name) of the ServiceAccount behind user `name`."""
+        if name.startswith(SA_PREFIX):
+            namespace, account = name[len(SA_PREFIX):].split(":", 1)
+            return namespace, account
+        return USERS_NAMESPACE, name
+
+    def _ensure_namespace(self, namespace):
+        self._create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": namespace}})
+
+    def _create_or_replace(self, path, obj):
+        """A user added again gets the rules given now."""
+        resp = self.api("POST", path, obj)
+        if resp.status == 409:
+            resp = self.api("PUT", f"{path}/{obj['metadata']['name']}", obj)
+        if resp.status >= 300:
+            raise ClusterError(f"PUT {path}: {resp.status} {resp.body[:500]!r}")
+
+    def _create(self, path, obj, exist_ok=True):
+        resp = self.api("POST", path, obj)
+        if resp.status == 409 and exist_ok:
+            return None
+        if resp.status >= 300:
+            raise ClusterError(f"POST {path}: {resp.status} {resp.body[:500]!r}")
+        return resp.json()
+
+    def _write_kubeconfig(self, user, token):
+        with open(self.ca_path, "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        doc = {"apiVersion": "v1", "kind": "Config", "current-context": "kube-up",
+               "clusters": [{"name": "kube-up", "cluster": {
+                   "server": self.url, "certificate-authority-data": ca}}],
+               "users": [{"name": user, "user": {"token": token}}],
+               "contexts": [{"name": "kube-up", "context": {
+                   "cluster": "kube-up", "user": user, "namespace": "default"}}]}
+        path = os.path.join(self.state_dir, f"{user.replace(':', '_')}.kubeconfig")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        os.chmod(path, 0o600)
+
+    def service_account_dir(self, user, namespace):
+        """A folder laid out like /var/run/secrets/kubernetes.io/serviceaccount."""
+        path = os.path.join(self.tmp, "serviceaccounts", f"{user.replace(':', '_')}-{namespace}")
+        os.makedirs(path, exist_ok=True)
+        for name, content in (("token", self._tokens[user]), ("namespace", namespace)):
+            with open(os.path.join(path, name), "w", encoding="utf-8") as f:
+                f.write(content)
+        shutil.copyfile(self.ca_path, os.path.join(path, "ca.crt"))
+        return path
+
+    def in_cluster_env(self, user, namespace):
+        """Environment for a process that should believe it runs in a pod as `user`."""
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(self.port),
+                "CERTCTL_SERVICEACCOUNT_DIR": self.service_account_dir(user, namespace)}
+
+    # --- clients ----------------------------------------------------------------------
+
+    def _kubectl_env(self, user):
+        return dict(os.environ, KUBECONFIG=self.kubeconfig(user),
+                    KUBECACHEDIR=os.path.join(self.tmp, f"kubecache-{user.replace(':', '_')}"),
+                    HOME=self.tmp)
+
+    def kubectl(self, *args, user="admin", input=None, check=True, timeout=30):
+        proc = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
+                              env=self._kubectl_env(user), timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}{proc.stderr}")
+        return proc
+
+    def kubectl_background(self, *args, user="admin"):
+        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=self._kubectl_env(user))
+
+    def _connection(self, timeout, user):
+        context = self._admin_ssl if user == "admin" else self._ssl
+        return http.client.HTTPSConnection("127.0.0.1", self.port, context=context,
+                                           timeout=timeout)
+
+    def api(self, method, path, body=None, user="admin", content_type="application/json",
+            headers=None, timeout=30, token=None):
+        """A raw request as `user` (the admin by its client certificate, others by token)."""
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        hdrs = {"Accept": "application/json"}
+        auth = token if token is not None else self._tokens.get(user)
+        if auth is not None:
+            hdrs["Authorization"] = f"Bearer {auth}"
+        if body is not None:
+            hdrs["Content-Type"] = content_type
+        hdrs.update(headers or {})
+        conn = self._connection(timeout, user if token is None else None)
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+            resp = conn.getresponse()
+            return ApiResponse(resp.status, dict(resp.getheaders()), resp.read())
+        finally:
+            conn.close()
+
+    def watch(self, path, user="admin", timeout=30, **params):
+        query = urllib.parse.urlencode({"watch": "true", **params})
+        conn = self._connection(timeout, user)
+        headers = {}
+        if user in self._tokens:
+            headers["Authorization"] = f"Bearer {self._tokens[user]}"
+        conn.request("GET", f"{path}?{query}", headers=headers)
+        return WatchStream(conn, conn.getresponse())
+
+    def __getattr__(self, name):
+        # Only reached for what this class lacks: say why rather than a bare AttributeError.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise AttributeError(f"{name}() is the emulator's control; the real API server has "
+                             f"none (keep such a test on the emulator backend)")

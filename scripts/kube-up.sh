@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# Starts a real Kubernetes control plane on this machine: etcd and kube-apiserver v1.37,
+# built from the Go module proxy (e2e/controlplane) on first use and cached outside the
+# clone, with their data, keys and logs in DIR. For trying certctl against the real API
+# server, and for the end-to-end tests' real backend.
+#
+# Usage: scripts/kube-up.sh DIR          build if needed, start, wait for /readyz; the last
+#                                        line printed is `export KUBECONFIG=DIR/kubeconfig`
+#        scripts/kube-up.sh --down DIR   stop both (nothing running is not an error)
+#        scripts/kube-up.sh --build      build only; prints the folder of the two programs
+# Env:   CERTCTL_CACHE_DIR  where the programs are kept (default ~/.cache/certctl), under
+#                           controlplane/<kubernetes version>-<hash of the Go sources>
+#        KUBE_UP_PORT       the API server's port on 127.0.0.1 (default: a free one)
+#
+# What the API server is set up with, as in a cluster: RBAC, service-account tokens (keys in
+# DIR, so `kubectl create token` works), the default admission plugins (the webhook ones
+# among them), the aggregation layer, and --enable-aggregator-routing, so that webhook and
+# APIService calls go to the addresses in the Service's EndpointSlices while the
+# certificate is verified for NAME.NAMESPACE.svc. DIR/node-ip is the address such an
+# EndpointSlice names: the machine's own (EndpointSlice validation refuses loopback), where
+# a webhook server listens for the API server's calls. No kube-controller-manager runs:
+# nothing creates a namespace's default ServiceAccount, ends a deleted namespace, or runs
+# a Job.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+sources=$repo/e2e/controlplane
+cache=${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}
+start_timeout=90
+
+die() {
+  echo "kube-up: $*" >&2
+  exit 1
+}
+
+usage() {
+  echo "usage: scripts/kube-up.sh DIR | --down DIR | --build" >&2
+  exit 2
+}
+
+# The Kubernetes version the sources pin, e.g. v1.37.2.
+kube_version() {
+  awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$sources/go.mod"
+}
+
+# build: prints the folder holding kube-apiserver and etcd, building them when the cache
+# has no build of these exact sources with this Go.
+build() {
+  command -v go >/dev/null ||
+    die "Go is not installed; install Go 1.26 or later (scripts/setup.sh says how) and retry"
+  local go_version key out version ldflags
+  go_version=$(go env GOVERSION)
+  version=$(kube_version)
+  # The version the API server reports (/version, kubectl version), as Kubernetes' own
+  # release build stamps it.
+  ldflags="-X k8s.io/component-base/version.gitVersion=$version"
+  ldflags+=" -X k8s.io/component-base/version.gitMajor=$(echo "$version" | cut -d. -f1 | tr -d v)"
+  ldflags+=" -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
+  ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+  ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$version"
+  [[ $go_version =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 26)) ||
+    die "Go 1.26 or later is needed to build kube-apiserver; this is $go_version"
+  key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/main.go <(echo "$go_version $ldflags") |
+    sha256sum | cut -c1-12)
+  out=$cache/controlplane/$version-$key
+  if [[ -x $out/kube-apiserver && -x $out/etcd ]]; then
+    echo "$out"
+    return
+  fi
+  mkdir -p "$cache/controlplane"
+  # Two callers at once (parallel test workers) build once: the second waits for the first.
+  exec {lock}>"$cache/controlplane/.build.lock"
+  flock "$lock"
+  if [[ ! -x $out/kube-apiserver || ! -x $out/etcd ]]; then
+    echo "kube-up: building kube-apiserver and etcd $version with $go_version" \
+      "(once per machine; several minutes)" >&2
+    local tmp log
+    tmp=$(mktemp -d "$cache/controlplane/.build.XXXXXX")
+    log=$tmp/build.log
+    if ! (cd "$sources" && GOFLAGS=-mod=readonly CGO_ENABLED=0 \
+      go build -trimpath -ldflags "$ldflags" -o "$tmp/" ./kube-apiserver ./etcd) >"$log" 2>&1; then
+      local reason
+      if grep -qE 'dial tcp|no such host|i/o timeout|connection refused|TLS handshake' "$log"; then
+        reason="the Go module proxy ($(go env GOPROXY)) could not be reached"
+      else
+        reason="go build failed"
+      fi
+      cp "$log" "$cache/controlplane/build-failed.log"
+      rm -rf "$tmp"
+      die "$reason: $(grep -v '^go: downloading' "$cache/controlplane/build-failed.log" |
+        head -1) (whole log: $cache/controlplane/build-failed.log)"
+    fi
+    rm -f "$log"
+    rm -rf "$out"
+    mv "$tmp" "$out"
+  fi
+  exec {lock}>&-
+  echo "$out"
+}
+
+# node_ip: an address of this machine that EndpointSlice validation accepts (not loopback,
+# not link-local), where the API server's calls to webhooks arrive.
+node_ip() {
+  ip -4 -o addr show scope global 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}'
+}
+
+free_port() {
+  /usr/bin/python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+port_in_use() {
+  ! /usr/bin/python3 -c 'import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1"
+}
+
+alive() {
+  [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
+}
+
+down() {
+  local dir=$1 name pid i
+  for name in kube-apiserver etcd; do
+    [[ -f $dir/$name.pid ]] || continue
+    pid=$(cat "$dir/$name.pid")
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM "$pid" 2>/dev/null || true
+      for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+      done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$dir/$name.pid"
+  done
+}
+
+# pki DIR NODE_IP: a cluster CA, the API server's serving certificate, an admin client
+# certificate (group system:masters), the front proxy's CA and client certificate
+# (aggregation) and the service-account signing key. EC P-256: fast to make.
+pki() {
+  local dir=$1 node=$2 pki=$1/pki
+  mkdir -p "$pki"
+  local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  ca() { # ca NAME CN
+    openssl req -x509 "${ec[@]}" -keyout "$pki/$1.key" -out "$pki/$1.crt" -days 3650 \
+      -subj "/CN=$2" -addext basicConstraints=critical,CA:TRUE \
+      -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  }
+  leaf() { # leaf NAME CA SUBJECT EXTENDED_KEY_USAGE [SAN]
+    local ext=(-addext basicConstraints=critical,CA:FALSE -addext "extendedKeyUsage=$4")
+    [[ -n ${5:-} ]] && ext+=(-addext "subjectAltName=$5")
+    openssl req -x509 "${ec[@]}" -keyout "$pki/$1.key" -out "$pki/$1.crt" -days 3650 \
+      -subj "$3" -CA "$pki/$2.crt" -CAkey "$pki/$2.key" "${ext[@]}" 2>/dev/null
+  }
+  ca ca kube-up-ca
+  ca front-proxy-ca kube-up-front-proxy-ca
+  leaf apiserver ca /CN=kube-apiserver serverAuth \
+    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.0.0.1,IP:$node"
+  leaf admin ca "/O=system:masters/CN=kube-up-admin" clientAuth
+  leaf front-proxy-client front-proxy-ca /CN=front-proxy-client clientAuth
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/sa.key" 2>/dev/null
+  openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  chmod 600 "$pki"/*.key
+}
+
+kubeconfig() {
+  local dir=$1 port=$2
+  local b64=(base64 -w0)
+  cat >"$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+current-context: kube-up
+clusters:
+- name: kube-up
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority-data: $("${b64[@]}" "$dir/pki/ca.crt")
+users:
+- name: kube-up-admin
+  user:
+    client-certificate-data: $("${b64[@]}" "$dir/pki/admin.crt")
+    client-key-data: $("${b64[@]}" "$dir/pki/admin.key")
+contexts:
+- name: kube-up
+  context:
+    cluster: kube-up
+    user: kube-up-admin
+    namespace: default
+EOF
+  chmod 600 "$dir/kubeconfig"
+}
+
+# wait_ready URL PIDFILE LOG WHAT [CURL ARGS...]: until URL answers 200 "ok".
+wait_ready() {
+  local url=$1 pidfile=$2 log=$3 what=$4 deadline=$((SECONDS + start_timeout))
+  shift 4
+  until [[ $(curl -s --max-time 2 "$@" "$url" 2>/dev/null) == ok ]]; do
+    if ! alive "$pidfile"; then
+      tail -n 5 "$log" >&2
+      die "$what exited during start-up (log: $log)"
+    fi
+    ((SECONDS < deadline)) || die "$what not ready after ${start_timeout}s (log: $log)"
+    sleep 0.2
+  done
+}
+
+up() {
+  local dir=$1
+  command -v openssl >/dev/null || die "openssl is not installed (scripts/setup.sh installs it)"
+  command -v curl >/dev/null || die "curl is not installed (scripts/setup.sh installs it)"
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  if alive "$dir/kube-apiserver.pid" || alive "$dir/etcd.pid"; then
+    die "a control plane already runs in $dir; stop it first: scripts/kube-up.sh --down $dir"
+  fi
+
+  local bin node api_port etcd_port peer_port
+  bin=$(build)
+  node=$(node_ip)
+  [[ -n $node ]] ||
+    die "this machine has no non-loopback IPv4 address for webhook endpoints (see ip addr)"
+  if [[ -n ${KUBE_UP_PORT:-} ]]; then
+    api_port=$KUBE_UP_PORT
+    port_in_use "$api_port" && die "port $api_port on 127.0.0.1 is in use (KUBE_UP_PORT)"
+  else
+    api_port=$(free_port)
+  fi
+  etcd_port=$(free_port)
+  peer_port=$(free_port)
+
+  # A fresh start: the data of an earlier run in DIR is cleared.
+  rm -rf "$dir/etcd-data" "$dir/pki"
+  pki "$dir" "$node"
+  echo "$node" >"$dir/node-ip"
+
+  # --unsafe-no-fsync: a test bed's data need not survive a power cut, and fsync on a busy
+  # disk makes every write slow.
+  setsid "$bin/etcd" --name kube-up --data-dir "$dir/etcd-data" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "kube-up=http://127.0.0.1:$peer_port" \
+    --unsafe-no-fsync --log-level warn \
+    </dev/null >"$dir/etcd.log" 2>&1 &
+  echo $! >"$dir/etcd.pid"
+  # etcd's /health answers JSON: wait for it to say true.
+  local deadline=$((SECONDS + start_timeout))
+  until curl -s --max-time 2 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; do
+    alive "$dir/etcd.pid" || die "etcd exited during start-up (log: $dir/etcd.log)"
+    ((SECONDS < deadline)) || die "etcd not ready after ${start_timeout}s (log: $dir/etcd.log)"
+    sleep 0.1
+  done
+
+  local pki=$dir/pki
+  setsid "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$node" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --authorization-mode RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" \
+    --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 \
+    --enable-aggregator-routing=true \
+    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" \
+    --requestheader-allowed-names front-proxy-client \
+    --requestheader-username-headers X-Remote-User \
+    --requestheader-group-headers X-Remote-Group \
+    --requestheader-extra-headers-prefix X-Remote-Extra- \
+    --proxy-client-cert-file "$pki/front-proxy-client.crt" \
+    --proxy-client-key-file "$pki/front-proxy-client.key" \
+    --profiling=false \
+    </dev/null >"$dir/kube-apiserver.log" 2>&1 &
+  echo $! >"$dir/kube-apiserver.pid"
+  echo "$api_port" >"$dir/port"
+  wait_ready "https://127.0.0.1:$api_port/readyz" "$dir/kube-apiserver.pid" \
+    "$dir/kube-apiserver.log" kube-apiserver \
+    --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
+  kubeconfig "$dir" "$api_port"
+  echo "kube-up: kube-apiserver $(kube_version) at https://127.0.0.1:$api_port (etcd" \
+    "127.0.0.1:$etcd_port, webhook endpoints on $node; logs and data in $dir)" >&2
+  echo "export KUBECONFIG=$dir/kubeconfig"
+}
+
+case ${1:-} in
+  --down)
+    [[ $# -eq 2 ]] || usage
+    [[ -d $2 ]] && down "$2"
+    ;;
+  --build)
+    [[ $# -eq 1 ]] || usage
+    build
+    ;;
+  -* | "") usage ;;
+  *)
+    [[ $# -eq 1 ]] || usage
+    # A start that fails half-way leaves nothing running.
+    started=false
+    trap '$started || down "$1"' EXIT
+    up "$1"
+    started=true
+    ;;
+esac
