@@ -110,7 +110,10 @@ class Struct(Node):
                 continue
             if v is None:
                 continue  # Go: null leaves the zero value, omitempty drops it
-            out[k] = (node or ANY).decode(v, sub, ctx)
+            decoded = (node or ANY).decode(v, sub, ctx)
+            if node is BYTES and decoded == "":
+                continue  # "" is an empty []byte, which omitempty (every caBundle) leaves out
+            out[k] = decoded
         return out
 
 

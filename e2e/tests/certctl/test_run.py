@@ -181,13 +181,23 @@ def blank_bundle(cluster, index=0):
                                  "value": ""}]))
 
 
+def reset_log(cluster):
+    """Empties the emulator's request log; the real API server keeps none."""
+    if cluster.backend == "emulator":
+        cluster.reset_request_log()
+
+
 def measure_repair(cluster, ca, user=USER, watch=()):
     """After a write that broke a caBundle (the request log was reset just before it):
     waits for the repair and returns (seconds from the breaking write to certctl's patch as
-    the emulator logged them, seconds from now until the repair was seen)."""
+    the emulator logged them, seconds from now until the repair was seen). The real API
+    server keeps no request log: there the time seen stands for both."""
     seen_from = time.monotonic()
     wait_for(lambda: holds(cluster, ca), "the caBundle repaired", watch=watch)
     seen = time.monotonic() - seen_from
+    if cluster.backend != "emulator":
+        print(f"repair: seen {seen:.3f}s after the command")
+        return seen, seen
     log = cluster.request_log()["requests"]
     broke = [e for e in log if e["user"] == "admin" and e["resource"] ==
              "validatingwebhookconfigurations" and e["verb"] in WRITE_VERBS and e["code"] < 300]
@@ -255,6 +265,7 @@ def sample(values, name, **labels):
 
 # --- scenarios ----------------------------------------------------------------------------
 
+@pytest.mark.backends("emulator", "real")
 def test_cold_start_secret_folder_bundle_readiness_and_tls(hook, sidecars, tmp_path):
     sidecar = sidecars()
     wait_ready(sidecar)
@@ -323,6 +334,7 @@ def test_cold_start_secret_folder_bundle_readiness_and_tls(hook, sidecars, tmp_p
         server.wait()
 
 
+@pytest.mark.backends("emulator", "real")
 def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)
@@ -331,7 +343,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
 
     # 1. A JSON patch blanks one caBundle.
     before = api_get(hook, VWC_PATH)
-    hook.reset_request_log()
+    reset_log(hook)
     blank_bundle(hook, 1)
     logged, seen = measure_repair(hook, ca, watch=[sidecar])
     assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
@@ -345,14 +357,16 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     contains(applied, manifest)
 
     # 3. `kubectl apply` of a manifest that renders caBundle: "" (a chart's placeholder, as
-    #    helm upgrade applies it): both bundles blanked at once, repaired, nothing else moved.
+    #    helm upgrade applies it): both bundles blanked at once (an empty []byte, which the
+    #    API server leaves out), repaired, nothing else moved.
     blanking = copy.deepcopy(manifest)
     for webhook in blanking["webhooks"]:
         webhook["clientConfig"]["caBundle"] = ""
-    hook.reset_request_log()
+    reset_log(hook)
     applied = json.loads(hook.kubectl("apply", "-f", "-", "-o", "json",
                                       input=json.dumps(blanking)).stdout)
-    assert [w["clientConfig"].get("caBundle") for w in applied["webhooks"]] == ["", ""], applied
+    assert [w["clientConfig"].get("caBundle") for w in applied["webhooks"]] == [None, None], \
+        applied
     logged, seen = measure_repair(hook, ca, watch=[sidecar])
     assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
     repaired = api_get(hook, VWC_PATH)
@@ -361,7 +375,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
 
     # 4. The whole configuration replaced without caBundle (helm upgrade --force, kubectl
     #    replace): the fields are gone, then restored; nothing else moved.
-    hook.reset_request_log()
+    reset_log(hook)
     replaced = json.loads(hook.kubectl("replace", "-f", "-", "-o", "json",
                                        input=json.dumps(manifest)).stdout)
     assert all("caBundle" not in w["clientConfig"] for w in replaced["webhooks"]), replaced
@@ -374,12 +388,13 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     assert sidecar.readyz() == (200, "ok\n")
 
 
+@pytest.mark.backends("emulator", "real")
 def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)
     old = secret_data(hook)
     old_set = data_target(sidecar)
-    hook.reset_request_log()
+    reset_log(hook)
     hook.kubectl("delete", "secret", SECRET, "-n", NS)
 
     def recreated():
@@ -395,8 +410,9 @@ def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
     wait_for(lambda: holds(hook, new["ca.crt"]), "the bundles updated to the new CA",
              watch=[sidecar])
     wait_ready(sidecar)
-    assert [w[:3] for w in writes_by(hook, USER) if w[1] == "secrets"] == \
-        [("create", "secrets", "")], writes_by(hook, USER)
+    if hook.backend == "emulator":
+        assert [w[:3] for w in writes_by(hook, USER) if w[1] == "secrets"] == \
+            [("create", "secrets", "")], writes_by(hook, USER)
     assert sidecar.log().count(f"created: secret/{NS}/{SECRET} (it did not exist)") == 2
 
 
@@ -437,6 +453,7 @@ def test_sighup_reconciles_at_once_and_keeps_running(hook, sidecars):
     assert sidecar.readyz() == (200, "ok\n")
 
 
+@pytest.mark.backends("emulator", "real")
 @pytest.mark.parametrize("sig, leader_elect", [(signal.SIGTERM, False),
                                                (signal.SIGTERM, True),
                                                (signal.SIGINT, True)],
@@ -464,13 +481,14 @@ def test_stop_signal_exits_0_within_5s_and_releases(hook, sidecars, sig, leader_
         assert "released the lease" in log, log
 
 
+@pytest.mark.backends("emulator", "real")
 def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     names = ["r0", "r1", "r2"]
     users = {name: f"system:serviceaccount:{NS}:certctl-{name}" for name in names}
     for user in users.values():
         infra.add_user(user, RULES)
     infra.kubectl("apply", "-f", "-", input=json.dumps(hook_manifest()))
-    infra.reset_request_log()
+    reset_log(infra)
     replicas = {name: sidecars(name, "--leader-elect", "--identity", name, user=users[name])
                 for name in names}
     wait_ready(*replicas.values())
@@ -478,14 +496,15 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     lease = api_get(infra, LEASE_PATH)
     leader = lease["spec"]["holderIdentity"]
     assert leader in names, lease
-    log = infra.request_log()["requests"]
-    creates = [e for e in log if e["verb"] == "create" and e["resource"] == "secrets"]
-    assert [e["code"] for e in creates] == [201], creates
-    assert creates[0]["user"] == users[leader]
-    for name in names:  # followers wrote nothing that succeeded, not even the Lease
-        if name != leader:
-            succeeded = [w for w in writes_by(infra, users[name]) if w[3] < 300]
-            assert succeeded == [], (name, succeeded)
+    if infra.backend == "emulator":  # who wrote what: only the emulator's log says
+        log = infra.request_log()["requests"]
+        creates = [e for e in log if e["verb"] == "create" and e["resource"] == "secrets"]
+        assert [e["code"] for e in creates] == [201], creates
+        assert creates[0]["user"] == users[leader]
+        for name in names:  # followers wrote nothing that succeeded, not even the Lease
+            if name != leader:
+                succeeded = [w for w in writes_by(infra, users[name]) if w[3] < 300]
+                assert succeeded == [], (name, succeeded)
     data = secret_data(infra)
     wanted = {name: data[name] for name in ("tls.crt", "tls.key", "ca.crt")}
     for replica in replicas.values():
@@ -516,7 +535,7 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
              "the successor's log", watch=survivors)
 
     # The new leader repairs.
-    infra.reset_request_log()
+    reset_log(infra)
     blank_bundle(infra, 0)
     logged, seen = measure_repair(infra, data["ca.crt"], user=users[successor], watch=survivors)
     assert logged < REPAIR_LIMIT, (logged, seen)
@@ -526,6 +545,7 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     assert sample(values, "certctl_leader") == 1
 
 
+@pytest.mark.backends("emulator", "real")
 def test_shorter_lease_times_are_written_to_the_lease_and_hand_over_sooner(infra, sidecars):
     names = ["s0", "s1"]
     users = {name: f"system:serviceaccount:{NS}:certctl-{name}" for name in names}
@@ -702,6 +722,7 @@ def test_missing_target_keeps_it_unready_until_created(infra, sidecars):
     assert sidecar.readyz() == (200, "ok\n")
 
 
+@pytest.mark.backends("emulator", "real")
 def test_a_leaf_due_for_renewal_is_reissued_and_the_ca_kept(hook, sidecars, certctl_binary):
     """A Secret whose leaf has 20 days left (--renew-before is 30d): the leaf is re-issued
     from the stored CA; ca.crt and ca.key stay, so the caBundle needs no change."""
@@ -724,6 +745,7 @@ def test_a_leaf_due_for_renewal_is_reissued_and_the_ca_kept(hook, sidecars, cert
 SELECTOR = "certctl.example.com/inject=hook"
 
 
+@pytest.mark.backends("emulator", "real")
 def test_a_new_configuration_matching_the_selector_is_injected_within_2s(infra, sidecars):
     user = f"system:serviceaccount:{NS}:certctl-selector"
     infra.add_user(user, emulator_rules("sidecar", SECRET, NS, {"webhookSelector": SELECTOR},
@@ -753,7 +775,8 @@ def test_a_new_configuration_matching_the_selector_is_injected_within_2s(infra, 
     print(f"a new matching configuration injected {took:.3f}s after kubectl apply started")
     assert took < REPAIR_LIMIT, took
     assert bundle_of("unrelated") is None
-    assert [w for w in writes_by(infra, user) if w[2] == "unrelated"] == []
+    if infra.backend == "emulator":
+        assert [w for w in writes_by(infra, user) if w[2] == "unrelated"] == []
 
 
 @pytest.mark.time_limit(180)
