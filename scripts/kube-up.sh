@@ -222,16 +222,18 @@ up() {
   fi
 
   local bin node api_port etcd_port peer_port
-  bin=$(build)
-  node=$(node_ip)
-  [[ -n $node ]] ||
-    die "this machine has no non-loopback IPv4 address for webhook endpoints (see ip addr)"
   if [[ -n ${KUBE_UP_PORT:-} ]]; then
     api_port=$KUBE_UP_PORT
+    [[ $api_port =~ ^[0-9]+$ ]] && ((api_port > 0 && api_port < 65536)) ||
+      die "KUBE_UP_PORT is not a port number: $api_port"
     port_in_use "$api_port" && die "port $api_port on 127.0.0.1 is in use (KUBE_UP_PORT)"
   else
     api_port=$(free_port)
   fi
+  node=$(node_ip)
+  [[ -n $node ]] ||
+    die "this machine has no non-loopback IPv4 address for webhook endpoints (see ip addr)"
+  bin=$(build)
   etcd_port=$(free_port)
   peer_port=$(free_port)
 
@@ -294,7 +296,7 @@ up() {
 case ${1:-} in
   --down)
     [[ $# -eq 2 ]] || usage
-    [[ -d $2 ]] && down "$2"
+    if [[ -d $2 ]]; then down "$2"; fi
     ;;
   --build)
     [[ $# -eq 1 ]] || usage
