@@ -2,6 +2,11 @@
 every target from the emulator, then for each webhook endpoint makes a TLS handshake trusting
 only that bundle and verifying the Service's DNS name, and posts an AdmissionReview over it,
 every ~20 ms until stopped. Every failure is kept with what was trusted and what was served.
+
+On the real backend the API server makes the calls itself: `RealAdmissionProbe` sends it a
+dry-run ConfigMap create in the webhooks' namespace every ~20 ms, which kube-apiserver admits
+only after calling every matching webhook (sideEffects None: dry-run requests are called
+too), and counts what it answers. `probe_for()` picks the probe of the cluster's backend.
 """
 
 import base64
@@ -16,7 +21,8 @@ import uuid
 
 from .sidecar import admission_review
 
-__all__ = ["ApiServerProbe", "admission_call", "bundle_fingerprints"]
+__all__ = ["ApiServerProbe", "RealAdmissionProbe", "admission_call", "bundle_fingerprints",
+           "probe_for", "served_serials"]
 
 
 def bundle_fingerprints(pem):
@@ -163,3 +169,76 @@ class ApiServerProbe:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def served_serials(*logs):
+    """The distinct serials the example webhook servers logged as loaded, in order."""
+    serials = []
+    for text in logs:
+        for line in text.splitlines():
+            if "the certificate: serial=" in line:
+                serial = line.split("serial=", 1)[1].split()[0]
+                if serial not in serials:
+                    serials.append(serial)
+    return serials
+
+
+class RealAdmissionProbe(ApiServerProbe):
+    """The probe of the real backend: each round reads the targets' bundles (what the API
+    server trusts now) and sends one dry-run ConfigMap create; a create the API server did
+    not admit is a failed call, with its answer. `served()` returns the serials the webhook
+    servers serve (their logs): leaves_seen, as the API server met them. An admitted create
+    counts one call for each webhook entry of the targets (each matches it: the API server
+    called them all), as the emulator's probe counts one per entry and endpoint."""
+
+    def __init__(self, cluster, paths, served, namespace, interval=0.02, timeout=15.0):
+        super().__init__(cluster, paths, lambda: [], None, namespace, interval, timeout)
+        self.served = served
+        self._path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
+
+    def _round(self):
+        entries = 0
+        for path in self.paths:
+            try:
+                resp = self.cluster.api("GET", path, timeout=self.timeout)
+            except OSError as e:
+                self.read_errors.append((time.monotonic(), path, f"{type(e).__name__}: {e}"))
+                continue
+            if resp.status != 200:
+                self.read_errors.append((time.monotonic(), path, resp.status))
+                continue
+            entries += len(resp.json().get("webhooks") or [None])
+            for bundle in _bundles(resp.json()):
+                trusted = bundle_fingerprints(bundle)
+                if trusted not in self.bundles_seen:
+                    self.bundles_seen.append(trusted)
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": f"probe-{uuid.uuid4().hex[:12]}"}}
+        try:
+            resp = self.cluster.api("POST", self._path, body, timeout=self.timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.read_errors.append((time.monotonic(), "configmaps", f"{type(e).__name__}: {e}"))
+        else:
+            if resp.status == 201:
+                self.calls += entries
+            else:
+                message = resp.body.decode(errors="replace")
+                try:
+                    message = resp.json().get("message", message)
+                except ValueError:
+                    pass
+                self.failures.append((time.monotonic(), "configmaps", resp.status,
+                                      self.bundles_seen[-1:], message))
+        for serial in self.served():
+            if serial not in self.leaves_seen:
+                self.leaves_seen.append(serial)
+        self.rounds += 1
+
+
+def probe_for(cluster, paths, host, namespace, ports, served):
+    """The API server's calls on the cluster's backend: the harness's own (`ports()`, the
+    webhook servers' loopback ports) on the emulator, kube-apiserver's on the real one
+    (`served()`, the serials the webhook servers logged)."""
+    if cluster.backend == "real":
+        return RealAdmissionProbe(cluster, paths, served, namespace)
+    return ApiServerProbe(cluster, paths, ports, host, namespace)
