@@ -272,6 +272,23 @@ def emulator_rules(objects, sa_name, sa_namespace):
     return rules
 
 
+def rendered_rbac_user(cluster, objects, sa_name, sa_namespace, user):
+    """A user holding exactly what the rendered RBAC objects grant the ServiceAccount: on
+    the emulator a user with those rules; on the real API server the ServiceAccount itself,
+    with the chart's own Roles, ClusterRoles and bindings applied, by its token, so the
+    real authorizer decides. Returns the user name to pass as `user=`."""
+    if cluster.backend == "emulator":
+        cluster.add_user(user, emulator_rules(objects, sa_name, sa_namespace))
+        return user
+    kinds = {"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+    for obj in objects:
+        if obj["kind"] in kinds:
+            cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    name = f"system:serviceaccount:{sa_namespace}:{sa_name}"
+    cluster.service_account_token(name)
+    return name
+
+
 def assert_secure_pod(job):
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
@@ -632,7 +649,8 @@ def test_existing_service_account_and_no_rbac(helm):
 # --- helm: against the emulator -------------------------------------------------------
 
 
-def test_rendered_chart_applies_to_the_emulator(cluster, helm):
+@pytest.mark.backends("emulator", "real")
+def test_rendered_chart_applies(cluster, helm):
     stream, objects = helm.template(FULL, namespace="certctl-system", release="hook")
     cluster.kubectl("create", "namespace", "certctl-system")
     cluster.kubectl("create", "namespace", "hooks")
@@ -649,11 +667,13 @@ def test_rendered_chart_applies_to_the_emulator(cluster, helm):
     assert all(line.endswith("unchanged") for line in again.splitlines()), again
 
 
+@pytest.mark.backends("emulator", "real")
 def test_chart_rbac_grants_exactly_what_certctl_job_needs(cluster, helm):
     values = merged(MINIMAL, targets={"validatingWebhooks": ["hook"], "crds": ["widgets.hook.io"]})
     _, objects = helm.template(values, namespace="infra", release="hook")
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
-    cluster.add_user("hook-sa", emulator_rules(objects, sa, "infra"))
+    cluster.kubectl("create", "namespace", "infra")
+    user = rendered_rbac_user(cluster, objects, sa, "infra", "hook-sa")
 
     allowed = [("get", "secrets/webhook-server-cert", "infra"),
                ("update", "secrets/webhook-server-cert", "infra"),
@@ -675,9 +695,9 @@ def test_chart_rbac_grants_exactly_what_certctl_job_needs(cluster, helm):
               ("patch", "customresourcedefinitions/other.hook.io", None),
               ("patch", "apiservices/v1.metrics.hook.io", None)]
     for verb, resource, ns in allowed:
-        assert can_i(cluster, "hook-sa", verb, resource, ns), f"cannot {verb} {resource}"
+        assert can_i(cluster, user, verb, resource, ns), f"cannot {verb} {resource}"
     for verb, resource, ns in denied:
-        assert not can_i(cluster, "hook-sa", verb, resource, ns), f"may {verb} {resource}"
+        assert not can_i(cluster, user, verb, resource, ns), f"may {verb} {resource}"
 
 
 def test_notes_render_in_a_client_dry_run(cluster, helm):
@@ -746,7 +766,8 @@ def test_examples_change_namespace_in_one_place(tmp_path):
         assert binding["subjects"][0]["namespace"] == "team-x"
 
 
-def test_examples_apply_to_the_emulator(cluster):
+@pytest.mark.backends("emulator", "real")
+def test_examples_apply(cluster):
     stream, objects = kustomize(EXAMPLES)
     cluster.kubectl("create", "namespace", "example-system")
     cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=stream)
@@ -756,13 +777,13 @@ def test_examples_apply_to_the_emulator(cluster):
     assert container(job)["args"] == container(one(objects, "Job"))["args"]
 
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
-    cluster.add_user("example-sa", emulator_rules(objects, sa, "example-system"))
-    assert can_i(cluster, "example-sa", "create", "secrets", "example-system")
-    assert can_i(cluster, "example-sa", "update", "secrets/webhook-server-cert", "example-system")
-    assert can_i(cluster, "example-sa", "patch", f"{VWC}/example-webhook")
-    assert not can_i(cluster, "example-sa", "get", "secrets/other", "example-system")
-    assert not can_i(cluster, "example-sa", "patch", f"{VWC}/other")
-    assert not can_i(cluster, "example-sa", "list", VWC)
+    user = rendered_rbac_user(cluster, objects, sa, "example-system", "example-sa")
+    assert can_i(cluster, user, "create", "secrets", "example-system")
+    assert can_i(cluster, user, "update", "secrets/webhook-server-cert", "example-system")
+    assert can_i(cluster, user, "patch", f"{VWC}/example-webhook")
+    assert not can_i(cluster, user, "get", "secrets/other", "example-system")
+    assert not can_i(cluster, user, "patch", f"{VWC}/other")
+    assert not can_i(cluster, user, "list", VWC)
 
 
 # --- scripts/install-helm.sh ------------------------------------------------------------
