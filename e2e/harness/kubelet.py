@@ -62,6 +62,11 @@ a Complete/Failed condition are left alone. The runner talks to the emulator as 
 its reads and status writes (jobs/status updates) appear in the request log and in
 cluster.writes() under the user "admin", and injected faults can hit its requests: scope a
 fault with its path regex; the runner retries 429 and 5xx answers a few times.
+
+On the real API server (harness/real_cluster.py) the token is a TokenRequest token of the
+real ServiceAccount, so kube-apiserver's own authorizer decides on the stored RBAC objects
+(`rules` records what they amount to), and the runner makes a namespace's "default"
+ServiceAccount when a Job uses it, as the controller manager that does not run there would.
 """
 
 import base64
@@ -564,6 +569,10 @@ class JobRunner:
     def _await_service_account(self, namespace, sa, uid, deadline):
         """False when the stop flag, a deletion or the deadline comes first."""
         if sa == "default":
+            if self.cluster.backend == "real":  # no controller manager: make it as it would
+                self._api("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {
+                    "apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": namespace}})
             return True  # the service account controller makes it in every namespace
         noted = False
         while not self._stop.is_set() and not self._gone(uid):
@@ -655,12 +664,17 @@ class JobRunner:
         record.argv = argv
 
         rules = self._rules(namespace, sa)
-        token = self._tokens.setdefault((namespace, sa), secrets.token_hex(16))
-        resp = self._api("POST", "/_emulator/users", {
-            "name": record.user, "groups": service_account_groups(namespace),
-            "rules": rules, "token": token})
-        if resp.status >= 300:
-            raise EmulatorError(f"register {record.user}: {resp.status} {resp.body!r}")
+        if self.cluster.backend == "real":
+            # A real token of the real account: the API server's authorizer decides, on the
+            # RBAC objects stored there (`rules` is what they amount to, for the record).
+            token = self.cluster.service_account_token(record.user)
+        else:
+            token = self._tokens.setdefault((namespace, sa), secrets.token_hex(16))
+            resp = self._api("POST", "/_emulator/users", {
+                "name": record.user, "groups": service_account_groups(namespace),
+                "rules": rules, "token": token})
+            if resp.status >= 300:
+                raise EmulatorError(f"register {record.user}: {resp.status} {resp.body!r}")
         sa_dir = os.path.join(record.dir, "serviceaccount")
         os.makedirs(sa_dir, exist_ok=True)
         for fname, content in (("token", token), ("namespace", namespace)):
