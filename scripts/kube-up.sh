@@ -18,7 +18,8 @@
 # APIService calls go to the addresses in the Service's EndpointSlices while the
 # certificate is verified for NAME.NAMESPACE.svc. DIR/node-ip is the address such an
 # EndpointSlice names: the machine's own (EndpointSlice validation refuses loopback), where
-# a webhook server listens for the API server's calls. No kube-controller-manager runs:
+# a webhook server listens for the API server's calls. DIR/audit.log is its audit log: one
+# JSON line per request (user, verb, object, answer). No kube-controller-manager runs:
 # nothing creates a namespace's default ServiceAccount, ends a deleted namespace, or runs
 # a Job.
 set -euo pipefail
@@ -261,6 +262,18 @@ up() {
     sleep 0.1
   done
 
+  # The audit log is the API server's own request log: every request with its user, verb,
+  # object and answer (the server's loopback client, which talks to itself, left out).
+  cat >"$dir/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  users: [system:apiserver]
+- level: Metadata
+EOF
+
   local pki=$dir/pki
   setsid "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
@@ -280,6 +293,8 @@ up() {
     --requestheader-extra-headers-prefix X-Remote-Extra- \
     --proxy-client-cert-file "$pki/front-proxy-client.crt" \
     --proxy-client-key-file "$pki/front-proxy-client.key" \
+    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
+    --audit-log-format json --audit-log-mode blocking \
     --profiling=false \
     </dev/null >"$dir/kube-apiserver.log" 2>&1 &
   echo $! >"$dir/kube-apiserver.pid"

@@ -9,6 +9,12 @@ request log, policies) exist only there.
         c.add_user("system:serviceaccount:infra:certctl", rules)   # a real ServiceAccount,
         env = c.in_cluster_env("system:serviceaccount:infra:certctl", "infra")  # its token
 
+The request log is the API server's audit log (scripts/kube-up.sh writes DIR/audit.log):
+request_log(), reset_request_log() and writes() give its entries in the emulator's shape
+(user, verb, apiGroup, resource, subresource, namespace, name, code, dryRun, query, time),
+so a test's "zero writes" or "never refused" holds on both backends. The admin is "admin"
+there, and a plain user name ("checker") its own name, as on the emulator.
+
 Users are ServiceAccounts: add_user creates the account, a Role per namespace its rules
 name and a ClusterRole for the rest, binds them, and asks the TokenRequest API for a token,
 so every request certctl makes with it is authenticated and authorized by the API server
@@ -25,6 +31,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import time
 import urllib.parse
 
 from .cluster import ApiResponse, EmulatorError, WatchStream
@@ -35,6 +42,8 @@ KUBE_UP = os.path.join(REPO, "scripts", "kube-up.sh")
 START_TIMEOUT = 600  # the first start on a machine builds kube-apiserver
 TOKEN_SECONDS = 3600
 SA_PREFIX = "system:serviceaccount:"
+ADMIN = "kube-up-admin"  # the CN of the admin's client certificate
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 USERS_NAMESPACE = "e2e-users"  # where the accounts of plain user names live
 
 
@@ -53,6 +62,7 @@ class RealCluster:
         self.port = None
         self.node_ip = None
         self._tokens = {}
+        self._log_offset = 0
 
     def __enter__(self):
         self.start()
@@ -291,6 +301,67 @@ class RealCluster:
             headers["Authorization"] = f"Bearer {self._tokens[user]}"
         conn.request("GET", f"{path}?{query}", headers=headers)
         return WatchStream(conn, conn.getresponse())
+
+    # --- the request log: the API server's audit log -----------------------------------
+
+    def _user_name(self, username):
+        """The audit log's user as the emulator's log names it."""
+        if username == ADMIN:
+            return "admin"
+        users = f"{SA_PREFIX}{USERS_NAMESPACE}:"
+        return username[len(users):] if username.startswith(users) else username
+
+    def _entry(self, event):
+        """One audit event in the emulator's request-log shape. `name` is the one the request
+        was authorized for, as the API server's RequestInfo has it: none for a create on a
+        collection (the audit log adds the new object's name there)."""
+        ref = event.get("objectRef") or {}
+        name = ref.get("name", "")
+        if event.get("verb") == "create" and not ref.get("subresource"):
+            name = ""
+        uri = urllib.parse.urlsplit(event.get("requestURI", ""))
+        query = urllib.parse.parse_qs(uri.query)
+        return {"user": self._user_name((event.get("user") or {}).get("username", "")),
+                "verb": event.get("verb", ""), "path": uri.path, "query": uri.query,
+                "apiGroup": ref.get("apiGroup", ""), "resource": ref.get("resource", ""),
+                "subresource": ref.get("subresource", ""),
+                "namespace": ref.get("namespace", ""), "name": name,
+                "userAgent": event.get("userAgent", ""), "dryRun": bool(query.get("dryRun")),
+                "code": (event.get("responseStatus") or {}).get("code", 0),
+                "time": event.get("stageTimestamp", "").replace("Z", "")[:26] + "Z"}
+
+    def request_log(self):
+        """{"requests": [...], "counts": {verb: {resource: n}}, "writes": [...]} since the
+        last reset, from the audit log: a watch counts when its stream starts (stage
+        ResponseStarted), every other request when it is answered (ResponseComplete)."""
+        time.sleep(0.05)  # the audit event of an answer just sent is written right after it
+        entries = []
+        with open(os.path.join(self.state_dir, "audit.log"), encoding="utf-8") as f:
+            f.seek(self._log_offset)
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # an event still being written: the next look has it
+                event = json.loads(line)
+                stage = event.get("stage")
+                watch = event.get("verb") == "watch"
+                if stage == ("ResponseStarted" if watch else "ResponseComplete") or \
+                        stage == "Panic":
+                    entries.append(self._entry(event))
+        counts = {}
+        for e in entries:
+            resource = e["resource"] + (f".{e['apiGroup']}" if e["apiGroup"] else "")
+            by_resource = counts.setdefault(e["verb"], {})
+            by_resource[resource] = by_resource.get(resource, 0) + 1
+        writes = [e for e in entries
+                  if e["verb"] in WRITE_VERBS and e["code"] < 300 and not e["dryRun"]]
+        return {"requests": entries, "counts": counts, "writes": writes}
+
+    def reset_request_log(self):
+        time.sleep(0.05)
+        self._log_offset = os.path.getsize(os.path.join(self.state_dir, "audit.log"))
+
+    def writes(self):
+        return self.request_log()["writes"]
 
     def __getattr__(self, name):
         # Only reached for what this class lacks: say why rather than a bare AttributeError.

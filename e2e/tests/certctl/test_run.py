@@ -181,23 +181,13 @@ def blank_bundle(cluster, index=0):
                                  "value": ""}]))
 
 
-def reset_log(cluster):
-    """Empties the emulator's request log; the real API server keeps none."""
-    if cluster.backend == "emulator":
-        cluster.reset_request_log()
-
-
 def measure_repair(cluster, ca, user=USER, watch=()):
     """After a write that broke a caBundle (the request log was reset just before it):
     waits for the repair and returns (seconds from the breaking write to certctl's patch as
-    the emulator logged them, seconds from now until the repair was seen). The real API
-    server keeps no request log: there the time seen stands for both."""
+    the API server logged them, seconds from now until the repair was seen)."""
     seen_from = time.monotonic()
     wait_for(lambda: holds(cluster, ca), "the caBundle repaired", watch=watch)
     seen = time.monotonic() - seen_from
-    if cluster.backend != "emulator":
-        print(f"repair: seen {seen:.3f}s after the command")
-        return seen, seen
     log = cluster.request_log()["requests"]
     broke = [e for e in log if e["user"] == "admin" and e["resource"] ==
              "validatingwebhookconfigurations" and e["verb"] in WRITE_VERBS and e["code"] < 300]
@@ -343,7 +333,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
 
     # 1. A JSON patch blanks one caBundle.
     before = api_get(hook, VWC_PATH)
-    reset_log(hook)
+    hook.reset_request_log()
     blank_bundle(hook, 1)
     logged, seen = measure_repair(hook, ca, watch=[sidecar])
     assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
@@ -362,7 +352,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     blanking = copy.deepcopy(manifest)
     for webhook in blanking["webhooks"]:
         webhook["clientConfig"]["caBundle"] = ""
-    reset_log(hook)
+    hook.reset_request_log()
     applied = json.loads(hook.kubectl("apply", "-f", "-", "-o", "json",
                                       input=json.dumps(blanking)).stdout)
     assert [w["clientConfig"].get("caBundle") for w in applied["webhooks"]] == [None, None], \
@@ -375,7 +365,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
 
     # 4. The whole configuration replaced without caBundle (helm upgrade --force, kubectl
     #    replace): the fields are gone, then restored; nothing else moved.
-    reset_log(hook)
+    hook.reset_request_log()
     replaced = json.loads(hook.kubectl("replace", "-f", "-", "-o", "json",
                                        input=json.dumps(manifest)).stdout)
     assert all("caBundle" not in w["clientConfig"] for w in replaced["webhooks"]), replaced
@@ -394,7 +384,7 @@ def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
     wait_ready(sidecar)
     old = secret_data(hook)
     old_set = data_target(sidecar)
-    reset_log(hook)
+    hook.reset_request_log()
     hook.kubectl("delete", "secret", SECRET, "-n", NS)
 
     def recreated():
@@ -410,9 +400,8 @@ def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
     wait_for(lambda: holds(hook, new["ca.crt"]), "the bundles updated to the new CA",
              watch=[sidecar])
     wait_ready(sidecar)
-    if hook.backend == "emulator":
-        assert [w[:3] for w in writes_by(hook, USER) if w[1] == "secrets"] == \
-            [("create", "secrets", "")], writes_by(hook, USER)
+    assert [w[:3] for w in writes_by(hook, USER) if w[1] == "secrets"] == \
+        [("create", "secrets", "")], writes_by(hook, USER)
     assert sidecar.log().count(f"created: secret/{NS}/{SECRET} (it did not exist)") == 2
 
 
@@ -488,7 +477,7 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     for user in users.values():
         infra.add_user(user, RULES)
     infra.kubectl("apply", "-f", "-", input=json.dumps(hook_manifest()))
-    reset_log(infra)
+    infra.reset_request_log()
     replicas = {name: sidecars(name, "--leader-elect", "--identity", name, user=users[name])
                 for name in names}
     wait_ready(*replicas.values())
@@ -496,15 +485,14 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     lease = api_get(infra, LEASE_PATH)
     leader = lease["spec"]["holderIdentity"]
     assert leader in names, lease
-    if infra.backend == "emulator":  # who wrote what: only the emulator's log says
-        log = infra.request_log()["requests"]
-        creates = [e for e in log if e["verb"] == "create" and e["resource"] == "secrets"]
-        assert [e["code"] for e in creates] == [201], creates
-        assert creates[0]["user"] == users[leader]
-        for name in names:  # followers wrote nothing that succeeded, not even the Lease
-            if name != leader:
-                succeeded = [w for w in writes_by(infra, users[name]) if w[3] < 300]
-                assert succeeded == [], (name, succeeded)
+    log = infra.request_log()["requests"]
+    creates = [e for e in log if e["verb"] == "create" and e["resource"] == "secrets"]
+    assert [e["code"] for e in creates] == [201], creates
+    assert creates[0]["user"] == users[leader]
+    for name in names:  # followers wrote nothing that succeeded, not even the Lease
+        if name != leader:
+            succeeded = [w for w in writes_by(infra, users[name]) if w[3] < 300]
+            assert succeeded == [], (name, succeeded)
     data = secret_data(infra)
     wanted = {name: data[name] for name in ("tls.crt", "tls.key", "ca.crt")}
     for replica in replicas.values():
@@ -535,7 +523,7 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
              "the successor's log", watch=survivors)
 
     # The new leader repairs.
-    reset_log(infra)
+    infra.reset_request_log()
     blank_bundle(infra, 0)
     logged, seen = measure_repair(infra, data["ca.crt"], user=users[successor], watch=survivors)
     assert logged < REPAIR_LIMIT, (logged, seen)
@@ -775,8 +763,7 @@ def test_a_new_configuration_matching_the_selector_is_injected_within_2s(infra, 
     print(f"a new matching configuration injected {took:.3f}s after kubectl apply started")
     assert took < REPAIR_LIMIT, took
     assert bundle_of("unrelated") is None
-    if infra.backend == "emulator":
-        assert [w for w in writes_by(infra, user) if w[2] == "unrelated"] == []
+    assert [w for w in writes_by(infra, user) if w[2] == "unrelated"] == []
 
 
 @pytest.mark.time_limit(180)
