@@ -2,7 +2,10 @@
 against the requests `certctl job` (mode job) and `certctl run` (mode sidecar) really send.
 
 Each scenario runs certctl against a fresh emulator as a user that holds exactly what the
-table grants for the scenario's Secret and targets (harness/rbac.py). The request log then
+table grants for the scenario's Secret and targets (harness/rbac.py). The job's scenarios
+that need no injected fault run on the real API server too, where the grant is a real Role
+and ClusterRole bound to a ServiceAccount, kube-apiserver's authorizer decides, and its
+audit log is the request log. The request log then
 shows what the code used: every request must be granted, and every (rule, verb, resource)
 of the table must be the one grant that lets some request through, so the table grants
 nothing that no code path needs. Taking any single verb away must break the scenario that
@@ -27,6 +30,7 @@ import pytest
 import yaml
 
 from harness import Cluster
+from harness.real_cluster import RealCluster
 from harness.certctl import api_service, crd, run_certctl, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
 from harness.kubectl_path import KUBECTL
@@ -189,12 +193,13 @@ class Scenario:
     was taken, and `needs` are the (table rule, verb) pairs this scenario is the designated
     proof for: taking one of them away must make it fail."""
 
-    def __init__(self, run, targets, outcome, needs=(), name=None):
+    def __init__(self, run, targets, outcome, needs=(), name=None, faults=False):
         self.name = name or run.__name__.replace("_", "-")
         self.run = run
         self.targets = targets
         self.outcome = outcome
         self.needs = set(needs)
+        self.faults = faults  # injects faults: the emulator's alone
 
 
 SCENARIOS = [
@@ -206,23 +211,26 @@ SCENARIOS = [
     Scenario(blanked_bundle, NAMED, "injected the CA bundle into 1 of 5"),
     Scenario(secret_update, NAMED, "re-issued the server certificate",
              needs={("secret", "update")}),
-    Scenario(secret_update_conflict, NAMED, "re-issued the server certificate"),
+    Scenario(secret_update_conflict, NAMED, "re-issued the server certificate", faults=True),
     Scenario(adopt, NAMED, f"adopted secret/{NS}/{SECRET}"),
-    Scenario(target_patch_conflict, NAMED, "injected the CA bundle into 1 of 5"),
+    Scenario(target_patch_conflict, NAMED, "injected the CA bundle into 1 of 5", faults=True),
     Scenario(phases_with_a_late_target, NAMED, "injected the CA bundle into 5 of 5"),
     Scenario(selector, BY_SELECTOR, "injected the CA bundle into 3 of 3",
-             needs={("selected-webhooks", verb) for verb in ("list", "get", "patch")}),
+             needs={("selected-webhooks", verb) for verb in ("list", "get", "patch")},
+             faults=True),
 ]
+BACKENDS = {"emulator": Cluster, "real": RealCluster}
 
 
-def run_scenario(binary, scenario, rules):
-    """Runs `scenario` on a fresh emulator as USER holding `rules`; returns the job results,
-    USER's requests, and the injected faults no request consumed."""
-    with Cluster() as cluster:
+def run_scenario(binary, scenario, rules, backend="emulator"):
+    """Runs `scenario` on a fresh API server as USER holding `rules`; returns the job
+    results, USER's requests, and the injected faults no request consumed."""
+    with BACKENDS[backend]() as cluster:
         bed = Bed(cluster, binary, scenario.targets, rules)
         scenario.run(bed)
         requests = [e for e in cluster.request_log()["requests"] if e["user"] == USER]
-        unconsumed = cluster.api("GET", "/_emulator/faults").json()["faults"]
+        unconsumed = (cluster.api("GET", "/_emulator/faults").json()["faults"]
+                      if backend == "emulator" else [])
     return bed.results, requests, unconsumed
 
 
@@ -231,38 +239,60 @@ def describe(entry):
     return f"{entry['verb']} {entry['resource']} {where}{entry['name']} ({entry['code']})"
 
 
+def check_scenario(binary, scenario, backend):
+    """Runs the scenario under the table's grant: every job succeeds, every request is
+    granted and allowed, and the scenario uses what it is the proof for. Returns the (rule,
+    verb, resource) triples that only one grant allowed."""
+    scenario_grants = grants(MODE, SECRET, scenario.targets)
+    rules = [grant.emulator_rule(NS) for grant in scenario_grants]
+    results, requests, unconsumed = run_scenario(binary, scenario, rules, backend)
+    for result in results:
+        assert result.returncode == 0, f"{scenario.name}: {result.stderr}"
+    assert scenario.outcome in results[-1].stderr, f"{scenario.name}: {results[-1].stderr}"
+    assert unconsumed == [], f"{scenario.name}: an injected fault was never hit"
+    needed = set()
+    for entry in requests:
+        assert entry["resource"], f"{scenario.name}: non-resource request {entry['path']}"
+        assert entry["code"] != 403, f"{scenario.name}: refused: {describe(entry)}"
+        allowing = [grant.name for grant, rule in zip(scenario_grants, rules)
+                    if rule_allows(rule, entry["verb"], entry["apiGroup"], entry["resource"],
+                                   entry["subresource"], entry["namespace"], entry["name"])]
+        assert allowing, f"{scenario.name}: not granted by the table: {describe(entry)}"
+        # Only the one rule that lets a request through is needed for it.
+        if len(allowing) == 1:
+            needed.add((allowing[0], entry["verb"], entry["resource"]))
+    assert scenario.needs <= {(rule, verb) for rule, verb, _ in needed}, \
+        f"{scenario.name}: did not use {scenario.needs} as designed"
+    return needed
+
+
 def test_every_request_is_granted_and_every_grant_is_used(certctl_binary):
     granted = {(rule["name"], verb, resource) for rule in table_rules(MODE)
                for verb in rule["verbs"] for resource in rule["resources"]}
     used = set()
     for scenario in SCENARIOS:
-        scenario_grants = grants(MODE, SECRET, scenario.targets)
-        rules = [grant.emulator_rule(NS) for grant in scenario_grants]
-        results, requests, unconsumed = run_scenario(certctl_binary, scenario, rules)
-        for result in results:
-            assert result.returncode == 0, f"{scenario.name}: {result.stderr}"
-        assert scenario.outcome in results[-1].stderr, f"{scenario.name}: {results[-1].stderr}"
-        assert unconsumed == [], f"{scenario.name}: an injected fault was never hit"
-        needed = set()
-        for entry in requests:
-            assert entry["resource"], f"{scenario.name}: non-resource request {entry['path']}"
-            assert entry["code"] != 403, f"{scenario.name}: refused: {describe(entry)}"
-            allowing = [grant.name for grant, rule in zip(scenario_grants, rules)
-                        if rule_allows(rule, entry["verb"], entry["apiGroup"], entry["resource"],
-                                       entry["subresource"], entry["namespace"], entry["name"])]
-            assert allowing, f"{scenario.name}: not granted by the table: {describe(entry)}"
-            # Only the one rule that lets a request through is needed for it.
-            if len(allowing) == 1:
-                needed.add((allowing[0], entry["verb"], entry["resource"]))
-        assert scenario.needs <= {(rule, verb) for rule, verb, _ in needed}, \
-            f"{scenario.name}: did not use {scenario.needs} as designed"
-        used |= needed
+        used |= check_scenario(certctl_binary, scenario, "emulator")
     unused = granted - used
     assert not unused, f"granted, but no code path needs it: {sorted(unused)}"
 
 
+@pytest.mark.time_limit(120)
+def test_the_real_authorizer_allows_every_request_of_the_job(certctl_binary):
+    """The scenarios without faults on the real API server: its authorizer allows every
+    request under the table's grant, and the job uses there what it uses on the emulator."""
+    for scenario in SCENARIOS:
+        if not scenario.faults:
+            real = check_scenario(certctl_binary, scenario, "real")
+            emulated = check_scenario(certctl_binary, scenario, "emulator")
+            assert real == emulated, f"{scenario.name}: {sorted(real ^ emulated)}"
+
+
 ABLATIONS = [(scenario, rule, verb) for scenario in SCENARIOS
              for rule, verb in sorted(scenario.needs)]
+# The ablations whose scenario needs no fault run on the real API server as well.
+BACKEND_ABLATIONS = [(backend, scenario, rule, verb) for scenario, rule, verb in ABLATIONS
+                     for backend in (("emulator",) if scenario.faults else
+                                     ("emulator", "real"))]
 
 
 def test_each_verb_of_the_table_has_a_scenario_to_prove_it_needed():
@@ -271,9 +301,11 @@ def test_each_verb_of_the_table_has_a_scenario_to_prove_it_needed():
     assert sorted(designated) == sorted(granted)
 
 
-@pytest.mark.parametrize("scenario, rule, verb", ABLATIONS,
-                         ids=[f"{s.name}:{rule}:{verb}" for s, rule, verb in ABLATIONS])
-def test_without_one_verb_the_scenario_needing_it_fails(certctl_binary, scenario, rule, verb):
+@pytest.mark.parametrize("backend, scenario, rule, verb", BACKEND_ABLATIONS,
+                         ids=[f"{s.name}:{rule}:{verb}:{b}" for b, s, rule, verb in
+                              BACKEND_ABLATIONS])
+def test_without_one_verb_the_scenario_needing_it_fails(certctl_binary, backend, scenario, rule,
+                                                         verb):
     rules, resources = [], None
     for grant in grants(MODE, SECRET, scenario.targets):
         emulator_rule = grant.emulator_rule(NS)
@@ -284,7 +316,7 @@ def test_without_one_verb_the_scenario_needing_it_fails(certctl_binary, scenario
                 continue
         rules.append(emulator_rule)
     assert resources, f"the scenario's targets do not bring rule {rule}"
-    results, requests, _ = run_scenario(certctl_binary, scenario, rules)
+    results, requests, _ = run_scenario(certctl_binary, scenario, rules, backend)
     assert any(result.returncode == 1 for result in results), \
         [result.stderr for result in results]
     refused = {(e["verb"], e["resource"]) for e in requests if e["code"] == 403}
