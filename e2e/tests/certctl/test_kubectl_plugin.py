@@ -1,5 +1,5 @@
 """certctl as a kubectl plugin: a link named kubectl-certctl on PATH, run by the real kubectl
-1.32 as `kubectl certctl ...` against the emulator. kubectl passes every argument after the
+1.32 as `kubectl certctl ...` against the emulator and the real API server. kubectl passes every argument after the
 plugin's name and its own environment unchanged; certctl reads the kubeconfig itself and
 names itself `kubectl certctl` in help, usage errors and messages."""
 
@@ -11,6 +11,8 @@ import pytest
 
 from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
 from harness.cluster import KUBECTL
+
+pytestmark = pytest.mark.backends("emulator", "real")
 
 NS = "infra"
 SECRET = "webhook-server-cert"
