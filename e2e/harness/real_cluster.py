@@ -44,6 +44,8 @@ TOKEN_SECONDS = 3600
 SA_PREFIX = "system:serviceaccount:"
 ADMIN = "kube-up-admin"  # the CN of the admin's client certificate
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
+           "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
 USERS_NAMESPACE = "e2e-users"  # where the accounts of plain user names live
 
 
@@ -323,6 +325,7 @@ class RealCluster:
         query = urllib.parse.parse_qs(uri.query)
         return {"user": self._user_name((event.get("user") or {}).get("username", "")),
                 "verb": event.get("verb", ""), "path": uri.path, "query": uri.query,
+                "method": METHODS.get(event.get("verb", ""), ""),
                 "apiGroup": ref.get("apiGroup", ""), "resource": ref.get("resource", ""),
                 "subresource": ref.get("subresource", ""),
                 "namespace": ref.get("namespace", ""), "name": name,

@@ -141,6 +141,7 @@ def demo(cluster):
 
 # --- check: the name each entry calls ---------------------------------------------------
 
+@pytest.mark.backends("emulator", "real")
 def test_check_names_every_entry_whose_called_name_is_not_covered(demo, certctl_binary):
     """A certificate for hook-b; a webhook, a CRD and an APIService calling hook-a, and two
     url entries (IPv4, IPv6): each is a finding with the name the API server verifies. An
@@ -376,6 +377,7 @@ def test_check_without_names_holds_the_certificate_to_what_the_targets_call(demo
     assert len(lines(named)) == 1 and lines(named)[0].startswith("ok: ")
 
 
+@pytest.mark.backends("emulator", "real")
 def test_check_json_is_one_document_when_check_cannot_run(demo, certctl_binary, tmp_path):
     generate_secret(demo, certctl_binary, "hook")
     demo.add_user("nobody", [])
@@ -401,8 +403,8 @@ def test_check_json_is_one_document_when_check_cannot_run(demo, certctl_binary, 
                                     str(unreachable), "--request-timeout", "2s", "-o", "json"),
                         "connect to 127.0.0.1 port 1"),
         "forbidden": (check(demo, certctl_binary, "-o", "json", user="nobody"),
-                      f'secrets "{SECRET}" is forbidden: User "nobody" cannot get resource '
-                      f'"secrets" in API group "" in the namespace "{NS}"'),
+                      f'secrets "{SECRET}" is forbidden: User "{demo.username("nobody")}" '
+                      f'cannot get resource "secrets" in API group "" in the namespace "{NS}"'),
         "missing folder": (run_certctl(certctl_binary, "check", "--cert-dir",
                                        str(tmp_path / "absent"), "-o", "json"),
                            f"certificate folder {tmp_path / 'absent'} does not exist"),
@@ -590,6 +592,7 @@ def writes_by(cluster, user):
             for e in cluster.request_log()["writes"] if e["user"] == user]
 
 
+@pytest.mark.backends("emulator", "real")
 def test_job_fails_closed_once_ready_and_then_writes_nothing(job_user, certctl_binary):
     apply(job_user, vwc("hook", ["a.example.com", "b.example.com"],
                         policies=["Ignore", "Fail"]))
@@ -619,6 +622,7 @@ def test_job_fails_closed_once_ready_and_then_writes_nothing(job_user, certctl_b
     assert job_user.request_log()["writes"] == []
 
 
+@pytest.mark.backends("emulator", "real")
 def test_job_refuses_ignore_and_leaves_ignore_when_not_callable(job_user, certctl_binary):
     apply(job_user, vwc("hook", ["a.example.com", "b.example.com"],
                         policies=["Ignore", "Ignore"]))
@@ -712,6 +716,7 @@ def events(cluster, namespace, reason):
     return [e for e in items["items"] if e.get("reason") == reason]
 
 
+@pytest.mark.backends("emulator", "real")
 def test_run_is_not_callable_until_the_target_calls_the_named_service(cluster, sidecars):
     cluster.kubectl("create", "namespace", NS)
     apply(cluster, vwc("hook-a", ["check.example.com"], service="hook-a"))
@@ -777,6 +782,7 @@ def test_run_is_not_callable_until_the_target_calls_the_named_service(cluster, s
              "a second TargetNameNotCovered Event", bound=5, watch=[sidecar], poll=0.1)
 
 
+@pytest.mark.backends("emulator", "real")
 def test_run_fails_closed_once_the_webhook_serves_and_never_reopens(cluster, sidecars,
                                                                     tmp_path):
     cluster.kubectl("create", "namespace", NS)
