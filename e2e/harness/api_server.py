@@ -104,7 +104,10 @@ class ApiServerProbe:
         context = ssl.create_default_context(cadata=bundle)  # only this bundle is trusted
         admission_call(port, self.host, context, self.namespace, self.timeout, on_leaf=seen)
 
-    def _round(self):
+    def _targets(self):
+        """(path, object) of each target as the API server has it now; a read that fails is
+        kept in read_errors (not a webhook failure), and every bundle met in bundles_seen."""
+        out = []
         for path in self.paths:
             try:
                 resp = self.cluster.api("GET", path, timeout=self.timeout)
@@ -114,10 +117,18 @@ class ApiServerProbe:
             if resp.status != 200:
                 self.read_errors.append((time.monotonic(), path, resp.status))
                 continue
-            for bundle in _bundles(resp.json()):
+            obj = resp.json()
+            for bundle in _bundles(obj):
                 trusted = bundle_fingerprints(bundle)
                 if trusted not in self.bundles_seen:
                     self.bundles_seen.append(trusted)
+            out.append((path, obj))
+        return out
+
+    def _round(self):
+        for path, obj in self._targets():
+            for bundle in _bundles(obj):
+                trusted = bundle_fingerprints(bundle)
                 for port in self.ports():
                     try:
                         if not trusted:
@@ -197,21 +208,7 @@ class RealAdmissionProbe(ApiServerProbe):
         self._path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
 
     def _round(self):
-        entries = 0
-        for path in self.paths:
-            try:
-                resp = self.cluster.api("GET", path, timeout=self.timeout)
-            except OSError as e:
-                self.read_errors.append((time.monotonic(), path, f"{type(e).__name__}: {e}"))
-                continue
-            if resp.status != 200:
-                self.read_errors.append((time.monotonic(), path, resp.status))
-                continue
-            entries += len(resp.json().get("webhooks") or [None])
-            for bundle in _bundles(resp.json()):
-                trusted = bundle_fingerprints(bundle)
-                if trusted not in self.bundles_seen:
-                    self.bundles_seen.append(trusted)
+        entries = sum(len(obj.get("webhooks") or [None]) for _, obj in self._targets())
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": f"probe-{uuid.uuid4().hex[:12]}"}}
         try:

@@ -97,7 +97,128 @@ def node_address():
     raise EmulatorError("this machine has no non-loopback IPv4 address (see ip addr)")
 
 
-class Cluster:
+class ClusterClient:
+    """The client side both backends share (harness/real_cluster.py is the other): users'
+    kubeconfigs and service-account folders, kubectl, raw requests and watches. A backend
+    sets tmp, state_dir, ca_path, url, port, _ssl (trusting its CA), _tokens and
+    context_name."""
+
+    context_name = "kubeemu"
+
+    def __enter__(self):  # start() and stop() are the backend's
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def kubeconfig(self, user="admin"):
+        path = os.path.join(self.state_dir, f"{user}.kubeconfig")
+        if not os.path.exists(path):
+            raise KeyError(f"no user {user!r}; add it with add_user()")
+        return path
+
+    def token(self, user="admin"):
+        return self._tokens[user]
+
+    def username(self, user):
+        """The name the API server knows `user` by (in its 403 messages, say)."""
+        return user
+
+    def _write_kubeconfig(self, user, token):
+        with open(self.ca_path, "rb") as f:
+            ca = base64.b64encode(f.read()).decode()
+        name = self.context_name
+        doc = {"apiVersion": "v1", "kind": "Config", "current-context": name,
+               "clusters": [{"name": name, "cluster": {
+                   "server": self.url, "certificate-authority-data": ca}}],
+               "users": [{"name": user, "user": {"token": token}}],
+               "contexts": [{"name": name, "context": {
+                   "cluster": name, "user": user, "namespace": "default"}}]}
+        path = os.path.join(self.state_dir, f"{user}.kubeconfig")
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(doc, f)  # JSON is valid YAML for every kubeconfig loader
+        os.chmod(path, 0o600)
+
+    def service_account_dir(self, user, namespace):
+        """A folder laid out like /var/run/secrets/kubernetes.io/serviceaccount."""
+        path = os.path.join(self.tmp, "serviceaccounts", f"{user}-{namespace}")
+        os.makedirs(path, exist_ok=True)
+        # No trailing newline: the Python in-cluster loader does not trim the token.
+        for name, content in (("token", self._tokens[user]), ("namespace", namespace)):
+            with open(os.path.join(path, name), "w", encoding="utf-8") as f:
+                f.write(content)
+        shutil.copyfile(self.ca_path, os.path.join(path, "ca.crt"))
+        return path
+
+    def in_cluster_env(self, user, namespace):
+        """Environment for a process that should believe it runs in a pod as `user`."""
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                "KUBERNETES_SERVICE_PORT": str(self.port),
+                "CERTCTL_SERVICEACCOUNT_DIR": self.service_account_dir(user, namespace)}
+
+    # --- clients ----------------------------------------------------------------------
+
+    def _kubectl_env(self, user):
+        # A cache per user and API server: kubectl keeps discovery for 6 h otherwise.
+        return dict(os.environ, KUBECONFIG=self.kubeconfig(user),
+                    KUBECACHEDIR=os.path.join(self.tmp, f"kubecache-{user}"), HOME=self.tmp)
+
+    def kubectl(self, *args, user="admin", input=None, check=True, timeout=30):
+        """Run the real kubectl (harness/kubectl_path.py: on PATH, else .tools/bin) as `user`."""
+        proc = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
+                              env=self._kubectl_env(user), timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout}{proc.stderr}")
+        return proc
+
+    def kubectl_background(self, *args, user="admin"):
+        """Start kubectl without waiting (e.g. `get -w`); the caller must stop it."""
+        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=self._kubectl_env(user))
+
+    def _tls_context(self, user):
+        """The TLS context of `user`'s requests (the real backend's admin adds its client
+        certificate)."""
+        return self._ssl
+
+    def _connection(self, timeout, user=None):
+        return http.client.HTTPSConnection("127.0.0.1", self.port,
+                                           context=self._tls_context(user), timeout=timeout)
+
+    def api(self, method, path, body=None, user="admin", content_type="application/json",
+            headers=None, timeout=30, token=None):
+        """A raw request; body may be bytes, str or a JSON-serialisable value."""
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+        hdrs = {"Accept": "application/json"}
+        auth = token if token is not None else self._tokens.get(user)
+        if auth is not None:
+            hdrs["Authorization"] = f"Bearer {auth}"
+        if body is not None:
+            hdrs["Content-Type"] = content_type
+        hdrs.update(headers or {})
+        conn = self._connection(timeout, user if token is None else None)
+        try:
+            conn.request(method, path, body=body, headers=hdrs)
+            resp = conn.getresponse()
+            return ApiResponse(resp.status, dict(resp.getheaders()), resp.read())
+        finally:
+            conn.close()
+
+    def watch(self, path, user="admin", timeout=30, **params):
+        """Open a watch: path is a collection, params are query parameters."""
+        query = urllib.parse.urlencode({"watch": "true", **params})
+        conn = self._connection(timeout, user)
+        headers = {}
+        if user in self._tokens:
+            headers["Authorization"] = f"Bearer {self._tokens[user]}"
+        conn.request("GET", f"{path}?{query}", headers=headers)
+        return WatchStream(conn, conn.getresponse())
+
+class Cluster(ClusterClient):
     """An emulator process; a context manager that starts it and always stops it."""
 
     backend = "emulator"
@@ -112,13 +233,6 @@ class Cluster:
         self._tokens = {}
 
     # --- lifecycle --------------------------------------------------------------------
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     @property
     def state_dir(self):
@@ -197,12 +311,6 @@ class Cluster:
 
     # --- users and credentials --------------------------------------------------------
 
-    def kubeconfig(self, user="admin"):
-        path = os.path.join(self.state_dir, f"{user}.kubeconfig")
-        if not os.path.exists(path):
-            raise KeyError(f"no user {user!r}; add it with add_user()")
-        return path
-
     def add_user(self, name, rules, groups=()):
         """Register a bearer token for `name` with RBAC rules; writes <name>.kubeconfig."""
         reply = self._admin("POST", "/_emulator/users",
@@ -211,98 +319,6 @@ class Cluster:
         self._tokens[name] = token
         self._write_kubeconfig(name, token)
         return token
-
-    def token(self, user="admin"):
-        return self._tokens[user]
-
-    def username(self, user):
-        """The name the API server knows `user` by (in its 403 messages, say)."""
-        return user
-
-    def _write_kubeconfig(self, user, token):
-        with open(self.ca_path, "rb") as f:
-            ca = base64.b64encode(f.read()).decode()
-        doc = {"apiVersion": "v1", "kind": "Config", "current-context": "kubeemu",
-               "clusters": [{"name": "kubeemu", "cluster": {
-                   "server": self.url, "certificate-authority-data": ca}}],
-               "users": [{"name": user, "user": {"token": token}}],
-               "contexts": [{"name": "kubeemu", "context": {
-                   "cluster": "kubeemu", "user": user, "namespace": "default"}}]}
-        path = os.path.join(self.state_dir, f"{user}.kubeconfig")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f)  # JSON is valid YAML for every kubeconfig loader
-        os.chmod(path, 0o600)
-
-    def service_account_dir(self, user, namespace):
-        """A folder laid out like /var/run/secrets/kubernetes.io/serviceaccount."""
-        path = os.path.join(self.tmp, "serviceaccounts", f"{user}-{namespace}")
-        os.makedirs(path, exist_ok=True)
-        # No trailing newline: the Python in-cluster loader does not trim the token.
-        for name, content in (("token", self._tokens[user]), ("namespace", namespace)):
-            with open(os.path.join(path, name), "w", encoding="utf-8") as f:
-                f.write(content)
-        shutil.copyfile(self.ca_path, os.path.join(path, "ca.crt"))
-        return path
-
-    def in_cluster_env(self, user, namespace):
-        """Environment for a process that should believe it runs in a pod as `user`."""
-        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
-                "KUBERNETES_SERVICE_PORT": str(self.port),
-                "CERTCTL_SERVICEACCOUNT_DIR": self.service_account_dir(user, namespace)}
-
-    # --- clients ----------------------------------------------------------------------
-
-    def _kubectl_env(self, user):
-        # A cache per user and emulator: kubectl keeps discovery for 6 h otherwise.
-        return dict(os.environ, KUBECONFIG=self.kubeconfig(user),
-                    KUBECACHEDIR=os.path.join(self.tmp, f"kubecache-{user}"), HOME=self.tmp)
-
-    def kubectl(self, *args, user="admin", input=None, check=True, timeout=30):
-        """Run the real kubectl (harness/kubectl_path.py: on PATH, else .tools/bin) as `user`."""
-        proc = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
-                              env=self._kubectl_env(user), timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
-                                 f"{proc.stdout}{proc.stderr}")
-        return proc
-
-    def kubectl_background(self, *args, user="admin"):
-        """Start kubectl without waiting (e.g. `get -w`); the caller must stop it."""
-        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                env=self._kubectl_env(user))
-
-    def _connection(self, timeout):
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self._ssl,
-                                           timeout=timeout)
-
-    def api(self, method, path, body=None, user="admin", content_type="application/json",
-            headers=None, timeout=30, token=None):
-        """A raw request; body may be bytes, str or a JSON-serialisable value."""
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-        hdrs = {"Accept": "application/json"}
-        auth = token if token is not None else self._tokens.get(user)
-        if auth is not None:
-            hdrs["Authorization"] = f"Bearer {auth}"
-        if body is not None:
-            hdrs["Content-Type"] = content_type
-        hdrs.update(headers or {})
-        conn = self._connection(timeout)
-        try:
-            conn.request(method, path, body=body, headers=hdrs)
-            resp = conn.getresponse()
-            return ApiResponse(resp.status, dict(resp.getheaders()), resp.read())
-        finally:
-            conn.close()
-
-    def watch(self, path, user="admin", timeout=30, **params):
-        """Open a watch: path is a collection, params are query parameters."""
-        query = urllib.parse.urlencode({"watch": "true", **params})
-        conn = self._connection(timeout)
-        conn.request("GET", f"{path}?{query}",
-                     headers={"Authorization": f"Bearer {self._tokens[user]}"})
-        return WatchStream(conn, conn.getresponse())
 
     # --- emulator controls ------------------------------------------------------------
 

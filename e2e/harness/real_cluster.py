@@ -23,8 +23,6 @@ account of that name in the namespace e2e-users. The admin is a client certifica
 group system:masters.
 """
 
-import base64
-import http.client
 import json
 import os
 import shutil
@@ -34,8 +32,9 @@ import tempfile
 import time
 import urllib.parse
 
-from .cluster import ApiResponse, EmulatorError, WatchStream
-from .kubectl_path import KUBECTL
+from kubeemu.admin import summarise
+
+from .cluster import ClusterClient, EmulatorError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KUBE_UP = os.path.join(REPO, "scripts", "kube-up.sh")
@@ -43,7 +42,6 @@ START_TIMEOUT = 600  # the first start on a machine builds kube-apiserver
 TOKEN_SECONDS = 3600
 SA_PREFIX = "system:serviceaccount:"
 ADMIN = "kube-up-admin"  # the CN of the admin's client certificate
-WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
            "patch": "PATCH", "delete": "DELETE", "deletecollection": "DELETE"}
 USERS_NAMESPACE = "e2e-users"  # where the accounts of plain user names live
@@ -53,10 +51,11 @@ class ClusterError(EmulatorError):
     """The real control plane did not start, or refused a set-up request."""
 
 
-class RealCluster:
+class RealCluster(ClusterClient):
     """A real control plane for one test; a context manager that always stops it."""
 
     backend = "real"
+    context_name = "kube-up"
 
     def __init__(self):
         self.tmp = None
@@ -65,13 +64,6 @@ class RealCluster:
         self.node_ip = None
         self._tokens = {}
         self._log_offset = 0
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -118,15 +110,6 @@ class RealCluster:
             return f.read()
 
     # --- users and credentials --------------------------------------------------------
-
-    def kubeconfig(self, user="admin"):
-        path = os.path.join(self.state_dir, f"{user.replace(':', '_')}.kubeconfig")
-        if not os.path.exists(path):
-            raise KeyError(f"no user {user!r}; add it with add_user()")
-        return path
-
-    def token(self, user):
-        return self._tokens[user]
 
     def username(self, user):
         """The name the API server knows `user` by (in its 403 messages, say)."""
@@ -220,89 +203,8 @@ class RealCluster:
             raise ClusterError(f"POST {path}: {resp.status} {resp.body[:500]!r}")
         return resp.json()
 
-    def _write_kubeconfig(self, user, token):
-        with open(self.ca_path, "rb") as f:
-            ca = base64.b64encode(f.read()).decode()
-        doc = {"apiVersion": "v1", "kind": "Config", "current-context": "kube-up",
-               "clusters": [{"name": "kube-up", "cluster": {
-                   "server": self.url, "certificate-authority-data": ca}}],
-               "users": [{"name": user, "user": {"token": token}}],
-               "contexts": [{"name": "kube-up", "context": {
-                   "cluster": "kube-up", "user": user, "namespace": "default"}}]}
-        path = os.path.join(self.state_dir, f"{user.replace(':', '_')}.kubeconfig")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f)
-        os.chmod(path, 0o600)
-
-    def service_account_dir(self, user, namespace):
-        """A folder laid out like /var/run/secrets/kubernetes.io/serviceaccount."""
-        path = os.path.join(self.tmp, "serviceaccounts", f"{user.replace(':', '_')}-{namespace}")
-        os.makedirs(path, exist_ok=True)
-        for name, content in (("token", self._tokens[user]), ("namespace", namespace)):
-            with open(os.path.join(path, name), "w", encoding="utf-8") as f:
-                f.write(content)
-        shutil.copyfile(self.ca_path, os.path.join(path, "ca.crt"))
-        return path
-
-    def in_cluster_env(self, user, namespace):
-        """Environment for a process that should believe it runs in a pod as `user`."""
-        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1",
-                "KUBERNETES_SERVICE_PORT": str(self.port),
-                "CERTCTL_SERVICEACCOUNT_DIR": self.service_account_dir(user, namespace)}
-
-    # --- clients ----------------------------------------------------------------------
-
-    def _kubectl_env(self, user):
-        return dict(os.environ, KUBECONFIG=self.kubeconfig(user),
-                    KUBECACHEDIR=os.path.join(self.tmp, f"kubecache-{user.replace(':', '_')}"),
-                    HOME=self.tmp)
-
-    def kubectl(self, *args, user="admin", input=None, check=True, timeout=30):
-        proc = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True,
-                              env=self._kubectl_env(user), timeout=timeout)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}):\n"
-                                 f"{proc.stdout}{proc.stderr}")
-        return proc
-
-    def kubectl_background(self, *args, user="admin"):
-        return subprocess.Popen([KUBECTL, *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True,
-                                env=self._kubectl_env(user))
-
-    def _connection(self, timeout, user):
-        context = self._admin_ssl if user == "admin" else self._ssl
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=context,
-                                           timeout=timeout)
-
-    def api(self, method, path, body=None, user="admin", content_type="application/json",
-            headers=None, timeout=30, token=None):
-        """A raw request as `user` (the admin by its client certificate, others by token)."""
-        if body is not None and not isinstance(body, (bytes, str)):
-            body = json.dumps(body)
-        hdrs = {"Accept": "application/json"}
-        auth = token if token is not None else self._tokens.get(user)
-        if auth is not None:
-            hdrs["Authorization"] = f"Bearer {auth}"
-        if body is not None:
-            hdrs["Content-Type"] = content_type
-        hdrs.update(headers or {})
-        conn = self._connection(timeout, user if token is None else None)
-        try:
-            conn.request(method, path, body=body, headers=hdrs)
-            resp = conn.getresponse()
-            return ApiResponse(resp.status, dict(resp.getheaders()), resp.read())
-        finally:
-            conn.close()
-
-    def watch(self, path, user="admin", timeout=30, **params):
-        query = urllib.parse.urlencode({"watch": "true", **params})
-        conn = self._connection(timeout, user)
-        headers = {}
-        if user in self._tokens:
-            headers["Authorization"] = f"Bearer {self._tokens[user]}"
-        conn.request("GET", f"{path}?{query}", headers=headers)
-        return WatchStream(conn, conn.getresponse())
+    def _tls_context(self, user):
+        return self._admin_ssl if user == "admin" else self._ssl
 
     # --- the request log: the API server's audit log -----------------------------------
 
@@ -350,14 +252,7 @@ class RealCluster:
                 if stage == ("ResponseStarted" if watch else "ResponseComplete") or \
                         stage == "Panic":
                     entries.append(self._entry(event))
-        counts = {}
-        for e in entries:
-            resource = e["resource"] + (f".{e['apiGroup']}" if e["apiGroup"] else "")
-            by_resource = counts.setdefault(e["verb"], {})
-            by_resource[resource] = by_resource.get(resource, 0) + 1
-        writes = [e for e in entries
-                  if e["verb"] in WRITE_VERBS and e["code"] < 300 and not e["dryRun"]]
-        return {"requests": entries, "counts": counts, "writes": writes}
+        return summarise(entries)
 
     def reset_request_log(self):
         time.sleep(0.05)

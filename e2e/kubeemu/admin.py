@@ -126,11 +126,18 @@ class RequestLog:
     def snapshot(self):
         with self._lock:
             entries = list(self._entries)
-        counts = {}
-        for e in entries:
-            resource = e["resource"] + (f".{e['apiGroup']}" if e["apiGroup"] else "")
-            by_resource = counts.setdefault(e["verb"], {})
-            by_resource[resource] = by_resource.get(resource, 0) + 1
-        writes = [e for e in entries
-                  if e["verb"] in WRITE_VERBS and e["code"] < 300 and not e["dryRun"]]
-        return {"requests": entries, "counts": counts, "writes": writes}
+        return summarise(entries)
+
+
+def summarise(entries):
+    """The request log as the admin API answers it (the harness's real backend too):
+    {"requests": entries, "counts": {verb: {resource.group: n}}, "writes": the successful,
+    non-dry-run writes}."""
+    counts = {}
+    for e in entries:
+        resource = e["resource"] + (f".{e['apiGroup']}" if e["apiGroup"] else "")
+        by_resource = counts.setdefault(e["verb"], {})
+        by_resource[resource] = by_resource.get(resource, 0) + 1
+    writes = [e for e in entries
+              if e["verb"] in WRITE_VERBS and e["code"] < 300 and not e["dryRun"]]
+    return {"requests": entries, "counts": counts, "writes": writes}
