@@ -216,8 +216,13 @@ def translate_rule(rule, namespace=None):
 
 def service_account_rules(sa_namespace, sa_name, roles, cluster_roles, role_bindings,
                           cluster_role_bindings):
-    """The emulator rules that the given RBAC objects grant system:serviceaccount:ns:name."""
+    """The emulator rules that the given RBAC objects grant system:serviceaccount:ns:name.
+    A real API server's own default bindings (labelled kubernetes.io/bootstrapping:
+    rbac-defaults: discovery and self-review for every authenticated user) are the
+    cluster's, not a chart's grant, and are left out."""
     user = f"system:serviceaccount:{sa_namespace}:{sa_name}"
+    role_bindings = [b for b in role_bindings if not _bootstrap(b)]
+    cluster_role_bindings = [b for b in cluster_role_bindings if not _bootstrap(b)]
     groups = service_account_groups(sa_namespace)
     by_role = {(r["metadata"].get("namespace", ""), r["metadata"]["name"]): r for r in roles}
     by_cluster_role = {r["metadata"]["name"]: r for r in cluster_roles}
@@ -250,6 +255,11 @@ def service_account_rules(sa_namespace, sa_name, roles, cluster_roles, role_bind
         if role is not None:
             add(role.get("rules"), None)
     return rules
+
+
+def _bootstrap(binding):
+    labels = binding["metadata"].get("labels") or {}
+    return labels.get("kubernetes.io/bootstrapping") == "rbac-defaults"
 
 
 def service_account_groups(namespace):
@@ -986,12 +996,15 @@ def pod_container(cluster, pod_spec, container_name, namespace, image_map, dir,
 
     user = f"system:serviceaccount:{namespace}:{sa}"
     rules = stored_rbac_rules(cluster, namespace, sa)
-    token = secrets.token_hex(16)
-    resp = cluster.api("POST", "/_emulator/users", {
-        "name": user, "groups": service_account_groups(namespace), "rules": rules,
-        "token": token})
-    if resp.status >= 300:
-        raise EmulatorError(f"register {user}: {resp.status} {resp.body!r}")
+    if cluster.backend == "real":  # the real account's token: the real authorizer decides
+        token = cluster.service_account_token(user)
+    else:
+        token = secrets.token_hex(16)
+        resp = cluster.api("POST", "/_emulator/users", {
+            "name": user, "groups": service_account_groups(namespace), "rules": rules,
+            "token": token})
+        if resp.status >= 300:
+            raise EmulatorError(f"register {user}: {resp.status} {resp.body!r}")
     sa_dir = os.path.join(dir, "serviceaccount")
     os.makedirs(sa_dir, exist_ok=True)
     for fname, content in (("token", token), ("namespace", namespace)):
