@@ -105,11 +105,20 @@ node_ip() {
   ip -4 -o addr show scope global 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}'
 }
 
+# free_port: a free port below the kernel's ephemeral range, where no outgoing connection
+# can take it between this check and the server's bind.
 free_port() {
-  /usr/bin/python3 -c 'import socket
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
+  /usr/bin/python3 -c 'import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+while True:
+    port = random.randrange(10000 if low > 12000 else 1024, low)
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            continue
+    print(port)
+    break'
 }
 
 port_in_use() {

@@ -850,16 +850,33 @@ def stored_rbac_rules(cluster, namespace, service_account):
                                  items("clusterrolebindings"))
 
 
-def free_ports(count):
-    """`count` distinct free loopback ports (all bound at once, then released)."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+def _ephemeral_range():
     try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low, high = (int(x) for x in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_ports(count):
+    """`count` distinct free ports (bindable on every address, so on node-ip too), chosen
+    at random below the kernel's ephemeral range: a port picked there and released could be
+    taken by any outgoing connection (the API servers make many) before the test binds it."""
+    low, _ = _ephemeral_range()
+    floor = 10000 if low > 12000 else 1024
+    chosen = []
+    while len(chosen) < count:
+        port = random.randrange(floor, low)
+        if port in chosen:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("", port))
+            except OSError:
+                continue
+        chosen.append(port)
+    return chosen
 
 
 class ContainerProcess:
