@@ -112,8 +112,13 @@ class ClusterClient:
     def __exit__(self, *exc):
         self.stop()
 
+    def _kubeconfig_path(self, user):
+        # KUBECONFIG is a colon-separated list: a service account's name (system:...:...)
+        # must not put colons into the file's path.
+        return os.path.join(self.state_dir, f"{user.replace(':', '_')}.kubeconfig")
+
     def kubeconfig(self, user="admin"):
-        path = os.path.join(self.state_dir, f"{user}.kubeconfig")
+        path = self._kubeconfig_path(user)
         if not os.path.exists(path):
             raise KeyError(f"no user {user!r}; add it with add_user()")
         return path
@@ -135,7 +140,7 @@ class ClusterClient:
                "users": [{"name": user, "user": {"token": token}}],
                "contexts": [{"name": name, "context": {
                    "cluster": name, "user": user, "namespace": "default"}}]}
-        path = os.path.join(self.state_dir, f"{user}.kubeconfig")
+        path = self._kubeconfig_path(user)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(doc, f)  # JSON is valid YAML for every kubeconfig loader
         os.chmod(path, 0o600)

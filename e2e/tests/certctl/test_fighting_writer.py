@@ -89,7 +89,6 @@ def test_a_single_change_is_repaired_at_once_without_a_warning(cluster, sidecar)
     assert "keeps changing" not in sidecar.log()
 
 
-@pytest.mark.backends("emulator", "real")
 @pytest.mark.time_limit(180)
 def test_a_fighting_writer_is_damped_named_and_told_once_per_interval(cluster, sidecar):
     injected = bundle(cluster)
@@ -131,7 +130,6 @@ def test_a_fighting_writer_is_damped_named_and_told_once_per_interval(cluster, s
     wait_for(lambda: sidecar.readyz()[0] == 200, "ready again", watch=[sidecar])
 
 
-@pytest.mark.backends("emulator", "real")
 @pytest.mark.time_limit(120)
 def test_a_ca_rotation_after_a_fight_does_not_wait_out_its_damping(cluster, sidecar,
                                                                     certctl_binary):

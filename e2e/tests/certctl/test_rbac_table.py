@@ -289,10 +289,15 @@ def test_the_real_authorizer_allows_every_request_of_the_job(certctl_binary):
 
 ABLATIONS = [(scenario, rule, verb) for scenario in SCENARIOS
              for rule, verb in sorted(scenario.needs)]
-# The ablations whose scenario needs no fault run on the real API server as well.
+# On the real API server too, one ablation of each scenario that needs no fault: its
+# authorizer refuses what the table leaves out (the rest would only repeat that, at the
+# cost of a control plane each).
+REAL_ABLATIONS = {(scenario.name, *sorted(scenario.needs)[0]) for scenario in SCENARIOS
+                  if scenario.needs and not scenario.faults}
 BACKEND_ABLATIONS = [(backend, scenario, rule, verb) for scenario, rule, verb in ABLATIONS
-                     for backend in (("emulator",) if scenario.faults else
-                                     ("emulator", "real"))]
+                     for backend in (("emulator", "real")
+                                     if (scenario.name, rule, verb) in REAL_ABLATIONS
+                                     else ("emulator",))]
 
 
 def test_each_verb_of_the_table_has_a_scenario_to_prove_it_needed():
