@@ -131,21 +131,35 @@ except OSError:
 }
 
 alive() {
-  [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null
+  [[ -f $1 ]] && running "$(cat "$1")"
 }
 
+# running PID: the process exists and is not a zombie (the processes are detached, so
+# init reaps them, and only when it gets round to it).
+running() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $state && $state != Z ]]
+}
+
+# down DIR: SIGTERM, then SIGKILL after half a second. kube-apiserver's graceful shutdown drains
+# its requests for seconds; nothing in DIR needs it (a start clears the data anyway).
 down() {
   local dir=$1 name pid i
   for name in kube-apiserver etcd; do
     [[ -f $dir/$name.pid ]] || continue
     pid=$(cat "$dir/$name.pid")
-    if kill -0 "$pid" 2>/dev/null; then
+    if running "$pid"; then
       kill -TERM "$pid" 2>/dev/null || true
-      for ((i = 0; i < 100; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
+      for ((i = 0; i < 5; i++)); do
+        running "$pid" || break
         sleep 0.1
       done
       kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do
+        running "$pid" || break
+        sleep 0.05
+      done
     fi
     rm -f "$dir/$name.pid"
   done
