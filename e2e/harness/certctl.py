@@ -101,6 +101,24 @@ def service_with_endpoints(name="hook", namespace="infra", port=443, target_port
     ]
 
 
+def assert_contains(live, wanted, path="$", empty_may_be_absent=True):
+    """Every field of `wanted` (a manifest) has its value in `live`, which may hold more (the
+    API server's defaults). Empty maps and lists may be absent unless told otherwise."""
+    if isinstance(wanted, dict):
+        assert isinstance(live, dict), (path, live)
+        for key, value in wanted.items():
+            if key not in live and empty_may_be_absent and value in ({}, []):
+                continue
+            assert key in live, f"{path}.{key} missing"
+            assert_contains(live[key], value, f"{path}.{key}", empty_may_be_absent)
+    elif isinstance(wanted, list):
+        assert isinstance(live, list) and len(live) == len(wanted), (path, live)
+        for i, (a, b) in enumerate(zip(live, wanted)):
+            assert_contains(a, b, f"{path}[{i}]", empty_may_be_absent)
+    else:
+        assert live == wanted, (path, live, wanted)
+
+
 def read_only(log, user):
     """True when every request `user` made was a read."""
     verbs = {entry["verb"] for entry in log["requests"] if entry.get("user") == user}

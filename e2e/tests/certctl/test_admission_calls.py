@@ -33,7 +33,7 @@ def apply(cluster, *objects):
         cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
 
 
-def selectorless_service(cluster, name, address, port):
+def selectorless_service(name, address, port):
     """A Service without a selector and the EndpointSlice the test keeps for it: the API
     server's calls for port 443 go to address:port."""
     return [
@@ -81,7 +81,7 @@ class Webhook:
         self.server = WebhookServer(str(self.cert_dir), str(tmp_path),
                                     listen=f"{cluster.node_ip}:{port}", log_reviews=True)
         self.server.spawn()
-        apply(cluster, *selectorless_service(cluster, called, cluster.node_ip, port),
+        apply(cluster, *selectorless_service(called, cluster.node_ip, port),
               configuration("hook", called),
               *(crd(name, service=called, namespace=NS)
                 for name in self.targets.get("crds", ())),

@@ -21,7 +21,7 @@ import urllib.parse
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.certctl import webhook_configuration
+from harness.certctl import assert_contains, webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, free_ports, stop_all
 from harness.waiting import wait_for
@@ -211,24 +211,6 @@ def without_bundles(vwc):
     return out
 
 
-def contains(live, wanted, path="$"):
-    """Every field of `wanted` (a manifest) has its value in `live`; empty maps and lists
-    may be absent."""
-    if isinstance(wanted, dict):
-        assert isinstance(live, dict), (path, live)
-        for key, value in wanted.items():
-            if key not in live and value in ({}, []):
-                continue
-            assert key in live, f"{path}.{key} missing"
-            contains(live[key], value, f"{path}.{key}")
-    elif isinstance(wanted, list):
-        assert isinstance(live, list) and len(live) == len(wanted), (path, live)
-        for i, (a, b) in enumerate(zip(live, wanted)):
-            contains(a, b, f"{path}[{i}]")
-    else:
-        assert live == wanted, (path, live, wanted)
-
-
 def openssl_not_after(pem):
     out = subprocess.run(["openssl", "x509", "-noout", "-enddate"], input=pem,
                          capture_output=True, text=True, check=True).stdout.strip()
@@ -344,7 +326,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     applied = json.loads(hook.kubectl("apply", "-f", "-", "-o", "json",
                                       input=json.dumps(manifest)).stdout)
     assert bundles(hook) == [ca, ca]
-    contains(applied, manifest)
+    assert_contains(applied, manifest)
 
     # 3. `kubectl apply` of a manifest that renders caBundle: "" (a chart's placeholder, as
     #    helm upgrade applies it): both bundles blanked at once (an empty []byte, which the
@@ -361,7 +343,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
     repaired = api_get(hook, VWC_PATH)
     assert without_bundles(repaired) == without_bundles(applied)
-    contains(without_bundles(repaired), without_bundles(blanking))
+    assert_contains(without_bundles(repaired), without_bundles(blanking))
 
     # 4. The whole configuration replaced without caBundle (helm upgrade --force, kubectl
     #    replace): the fields are gone, then restored; nothing else moved.
@@ -373,7 +355,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     assert logged < REPAIR_LIMIT and seen < REPAIR_LIMIT, (logged, seen)
     repaired = api_get(hook, VWC_PATH)
     assert without_bundles(repaired) == without_bundles(replaced)
-    contains(repaired, manifest)
+    assert_contains(repaired, manifest)
     assert secret_data(hook)["ca.crt"] == ca
     assert sidecar.readyz() == (200, "ok\n")
 

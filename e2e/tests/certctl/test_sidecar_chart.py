@@ -28,7 +28,7 @@ import time
 import pytest
 import yaml
 
-from harness.certctl import api_service, crd, webhook_configuration
+from harness.certctl import api_service, assert_contains, crd, webhook_configuration
 from harness.helm import Helm, by_kind, find_helm, merged, one
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 from harness.sidecar import WEBHOOK_SERVER
@@ -659,21 +659,6 @@ CHART_TARGETS = {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
                  "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]}
 
 
-def assert_contains(live, wanted, path="spec"):
-    """Every field of `wanted` has its value in `live` (which may hold defaults besides)."""
-    if isinstance(wanted, dict):
-        assert isinstance(live, dict), (path, live)
-        for key, value in wanted.items():
-            assert key in live, f"{path}.{key} missing"
-            assert_contains(live[key], value, f"{path}.{key}")
-    elif isinstance(wanted, list):
-        assert isinstance(live, list) and len(live) == len(wanted), (path, live)
-        for i, (a, b) in enumerate(zip(live, wanted)):
-            assert_contains(a, b, f"{path}[{i}]")
-    else:
-        assert live == wanted, (path, live, wanted)
-
-
 @pytest.mark.parametrize("leader_election", [False, True],
                          ids=["leader-election-off", "leader-election-on"])
 @pytest.mark.backends("emulator", "real")
@@ -692,7 +677,8 @@ def test_sidecar_container_runs_with_exactly_the_chart_rbac(cluster, helm, certc
     deployment = json.loads(cluster.kubectl("get", "deployment", "hook", "-n", NS, "-o",
                                             "json").stdout)
     pod = deployment["spec"]["template"]["spec"]
-    assert_contains(pod, pod_spec(objects))  # stored as rendered, nothing pruned
+    # Stored as rendered, nothing pruned.
+    assert_contains(pod, pod_spec(objects), "spec", empty_may_be_absent=False)
     if cluster.backend == "emulator":
         # kube-apiserver adds the pod template's defaults (terminationMessagePath, dnsPolicy,
         # schedulerName, ...); the emulator stores the template as sent.
