@@ -15,6 +15,11 @@ its cause:
                        available for service")
     refused, timeout   the endpoint did not accept, or did not answer in time
     bad-answer         a TLS session, but no proper AdmissionReview answer
+
+On a real API server (`KubeApiServerCaller`) kube-apiserver makes the calls itself: the soak
+sends it a dry-run ConfigMap create, which every entry matches, and reads the cause from its
+answer (`failed calling webhook "NAME": ...`); `metrics()` reads what it counted in
+`apiserver_admission_webhook_*`.
 """
 
 import base64
@@ -22,15 +27,18 @@ import collections
 import hashlib
 import http.client
 import itertools
+import re
 import socket
 import ssl
 import threading
 import time
+import uuid
 
 from harness.api_server import admission_call
 from harness.api_server import bundle_fingerprints as fingerprints
 
-__all__ = ["AdmissionCaller", "CachedView", "Call", "classify", "entries", "fingerprints"]
+__all__ = ["AdmissionCaller", "CachedView", "Call", "KubeApiServerCaller", "classify",
+           "classify_answer", "entries", "fingerprints"]
 
 HOSTNAME_MISMATCH = 62            # X509_V_ERR_HOSTNAME_MISMATCH
 UNKNOWN_ISSUER = {2, 18, 19, 20, 21}
@@ -38,12 +46,16 @@ EXPIRED = {9, 10}                 # not yet valid, expired
 
 
 class Call:
-    """One failed admission call; `at` is when it started (monotonic)."""
+    """One failed admission call; `at` is when it started (monotonic), `until` when its
+    answer came when someone else made it in between (kube-apiserver, some time while the
+    request the soak sent was on its way)."""
 
-    __slots__ = ("at", "target", "host", "pod", "cause", "detail", "trusted", "served")
+    __slots__ = ("at", "until", "target", "host", "pod", "cause", "detail", "trusted", "served")
 
-    def __init__(self, at, target, host, pod, cause, detail, trusted=(), served=None):
+    def __init__(self, at, target, host, pod, cause, detail, trusted=(), served=None,
+                 until=None):
         self.at, self.target, self.host, self.pod = at, target, host, pod
+        self.until = at if until is None else until
         self.cause, self.detail, self.trusted, self.served = cause, detail, trusted, served
 
     def describe(self):
@@ -204,3 +216,139 @@ class AdmissionCaller:
             started = time.monotonic()
             self._round()
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+
+# kube-apiserver's words for each cause, in the order they are tried (its webhook client's
+# errors: Go's crypto/x509 and net, the service resolver's).
+ANSWER_CAUSES = [
+    ("x509: certificate signed by unknown authority", "unknown-authority"),
+    ("x509: certificate is valid for", "name-mismatch"),
+    ("x509: certificate is not valid for any names", "name-mismatch"),
+    ("x509: certificate has expired or is not yet valid", "expired"),
+    ("no endpoints available for service", "no-endpoints"),
+    (re.compile(r'services? "[^"]+" not found'), "no-endpoints"),
+    ("connection refused", "refused"),
+    ("context deadline exceeded", "timeout"),
+    ("i/o timeout", "timeout"),
+]
+FAILED_CALL = re.compile(r'failed calling webhook "([^"]+)": (.*)', re.S)
+CALLED_HOST = re.compile(r'https://([^/:"]+)')
+
+
+def classify_answer(text):
+    """The cause of a failed call from kube-apiserver's words for it."""
+    for words, cause in ANSWER_CAUSES:
+        if (words.search(text) if hasattr(words, "search") else words in text):
+            return cause
+    return "bad-answer"
+
+
+class KubeApiServerCaller:
+    """The real backend's admission calls: every `interval` seconds a dry-run ConfigMap create
+    in `namespace`, which kube-apiserver sends through every entry of the targets (mutating
+    ones in turn, then the validating ones); `targets` are the informers of the
+    configurations, read for the entries' names. An answer 201 is one successful call per
+    entry; an answer naming a webhook it failed calling is one failed call of that entry
+    (the mutating entries before it succeeded); any other answer is a failed call with the
+    cause `api-server`. `failed` counts the failed calls per webhook name, for `metrics()`."""
+
+    def __init__(self, cluster, targets, namespace, on_failure, on_success, interval=0.05,
+                 timeout=15.0):
+        self.cluster, self.targets = cluster, targets
+        self.on_failure, self.on_success = on_failure, on_success
+        self.interval, self.timeout = interval, timeout
+        self.path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
+        self.requests = 0
+        self.failed = collections.Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="admission-caller", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+
+    def _entries(self):
+        """[(webhook name, label, kind, caBundle PEM)], mutating ones first."""
+        out = []
+        for informer in sorted(self.targets, key=lambda i: "mutating" not in i.path):
+            for obj in sorted(informer.items(), key=lambda o: o["metadata"]["name"]):
+                for (label, _, _, bundle), hook in zip(entries(obj), obj.get("webhooks") or []):
+                    out.append((hook.get("name", ""), label, bundle))
+        return out
+
+    def _call(self):
+        known = self._entries()
+        body = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": f"soak-{uuid.uuid4().hex[:12]}"}}
+        now = time.monotonic()
+        try:
+            resp = self.cluster.api("POST", self.path, body, timeout=self.timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.on_failure(Call(now, "configmaps", "kube-apiserver", None, "api-server",
+                                 f"{type(e).__name__}: {e}", until=time.monotonic()))
+            return
+        answered = time.monotonic()
+        self.requests += 1
+        if resp.status == 201:
+            for _, label, _ in known:
+                self.on_success(label)
+            return
+        text = resp.body.decode(errors="replace")
+        try:
+            text = resp.json().get("message", text)
+        except ValueError:
+            pass
+        failed = FAILED_CALL.search(text)
+        if failed is None:
+            self.on_failure(Call(now, "configmaps", "kube-apiserver", None, "api-server",
+                                 f"{resp.status}: {text[:300]}", until=answered))
+            return
+        name, reason = failed.groups()
+        self.failed[name] += 1
+        label, bundle = name, None
+        for hook, hook_label, hook_bundle in known:
+            if hook == name:
+                label, bundle = hook_label, hook_bundle
+                break
+            if hook_label.startswith("mutating/"):
+                self.on_success(hook_label)  # called, and admitted, before the one that failed
+        cause = classify_answer(reason)
+        if cause == "unknown-authority" and bundle == "":
+            cause = "no-bundle"  # no caBundle: it trusted the system roots, which never sign
+        try:
+            trusted = fingerprints(bundle or "")
+        except ValueError:
+            trusted = ["unparsable"]
+        host = CALLED_HOST.search(reason)
+        self.on_failure(Call(now, label, host.group(1) if host else "?", None, cause,
+                             f"{resp.status}: {reason[:300]}", trusted, until=answered))
+
+    def _run(self):
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self._call()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def metrics(self):
+        """{webhook name: (calls, failed calls)} as kube-apiserver's own metrics count them:
+        apiserver_admission_webhook_request_total, and _rejection_count with error_type
+        calling_webhook_error."""
+        resp = self.cluster.api("GET", "/metrics", timeout=30)
+        if resp.status != 200:
+            raise RuntimeError(f"GET /metrics: {resp.status}")
+        calls, failed = collections.Counter(), collections.Counter()
+        for line in resp.body.decode().splitlines():
+            for family, counter in (("apiserver_admission_webhook_request_total{", calls),
+                                    ("apiserver_admission_webhook_rejection_count{", failed)):
+                if not line.startswith(family):
+                    continue
+                labels_text, value = line[len(family):].rsplit("} ", 1)
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', labels_text))
+                if counter is failed and labels.get("error_type") != "calling_webhook_error":
+                    continue
+                counter[labels.get("name", "")] += int(float(value))
+        return {name: (calls[name], failed[name]) for name in set(calls) | set(failed)}

@@ -3,12 +3,17 @@ the Job runner for Helm's hook Jobs, the chart's Deployments run by `workloads.D
 the webhook's own pod of the mode-job days `workloads.VolumePod`, the API server's admission
 calls `apiserver.AdmissionCaller` through its delayed cache) and a monitor that tells the
 ledger when the cluster is steady; and how the soak acts on it (Helm, kubectl).
+
+On the real backend the cluster is a real kube-apiserver and etcd (`scripts/kube-up.sh`): the
+pods listen on the node's address, `workloads.EndpointSliceWriter` writes their
+EndpointSlices, and kube-apiserver makes the admission calls (`apiserver.KubeApiServerCaller`).
 """
 
 import base64
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,20 +25,26 @@ if E2E not in sys.path:
 
 from harness.certctl import webhook_configuration  # noqa: E402
 from harness.cluster import Cluster  # noqa: E402
+from harness.faults import user_fault  # noqa: E402
 from harness.helm import REPO, find_helm, helm_env  # noqa: E402
 from harness.kubelet import JobRunner  # noqa: E402
+from harness.real_cluster import RealCluster  # noqa: E402
 
 from cryptography import x509  # noqa: E402  (Debian's python3-cryptography)
 
-from soak.apiserver import AdmissionCaller, CachedView, entries  # noqa: E402
+from soak.apiserver import (AdmissionCaller, CachedView, KubeApiServerCaller,  # noqa: E402
+                            entries)
 from soak.informer import Informer  # noqa: E402
 from soak.ledger import Ledger  # noqa: E402
-from soak.workloads import WEBHOOK_SERVER, Deployments  # noqa: E402
+from soak.workloads import (WEBHOOK_SERVER, Deployments, EndpointSliceWriter,  # noqa: E402
+                            peak_rss_kib)
 
 NS = "infra"
 RELEASE = "hook"
 SECRET = "webhook-server-cert"
 SERVICE, RENAMED = "hook", "hook-v2"
+CERTCTL_USER = f"system:serviceaccount:{NS}:{RELEASE}-certctl"  # the chart's service account
+FLOW_CONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 VWC, MWC = "hook", "hook-mutating"
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
@@ -59,8 +70,11 @@ def not_after(pem):
 
 
 class SoakCluster:
-    def __init__(self, binary, workdir, seed, minutes, control=None, log=print):
+    def __init__(self, binary, workdir, seed, minutes, control=None, log=print,
+                 backend="emulator"):
         self.binary, self.workdir = os.path.abspath(binary), workdir
+        self.backend = backend
+        self.host = "127.0.0.1"  # where the pods listen: the node's address on a real server
         self.seed, self.minutes, self.control = seed, minutes, control
         self.random = random.Random(seed)
         self.k = minutes / 10.0
@@ -88,12 +102,13 @@ class SoakCluster:
         self.helm_home = os.path.join(workdir, "helm")
         self.cluster = self.kubelet_jobs = self.pods = self.volume_pod = None
         self.informers = {}
-        self.caller = None
+        self.caller = self.slices = None
         self.views = []
         self._names = {}  # server certificate PEM -> its DNS names
         self.legacy_routed = False
         self.legacy_routed_until = None  # its pod removed: calls still reach it until then
         self.rss = {}
+        self.metrics_notes = []  # the real API server's own count of the calls
         self._stop = threading.Event()
         self._monitor = threading.Thread(target=self._watch_steadiness, name="steadiness",
                                          daemon=True)
@@ -102,8 +117,10 @@ class SoakCluster:
 
     def _open(self):
         os.makedirs(self.helm_home, exist_ok=True)
-        self.cluster = Cluster()
+        self.cluster = RealCluster() if self.backend == "real" else Cluster()
         self.cluster.start()
+        if self.backend == "real":
+            self.host = self.cluster.node_ip
         self.kubelet_jobs = JobRunner(self.cluster, {"certctl": self.binary})
         self.kubelet_jobs.start()
         self.cluster.kubectl("create", "namespace", NS)
@@ -118,18 +135,43 @@ class SoakCluster:
                                 self.informers["services"],
                                 {"certctl": self.binary, "webhook-server": WEBHOOK_SERVER},
                                 self.workdir, self.say, seed=self.seed,
-                                extra_env=self.certctl_env)
+                                extra_env=self.certctl_env, host=self.host)
         self.pods.start()
         self.views = [CachedView(self.informers[key], API_SERVER_CACHE_DELAY).start()
                       for key in ("vwc", "mwc")]
-        self.caller = AdmissionCaller(self.views, self._route, self.ledger.failure,
-                                      self.ledger.success)
+        if self.backend == "real":
+            self.slices = EndpointSliceWriter(self.cluster, NS, self.informers["services"],
+                                              self._route, self.host, self.pods.errors).start()
+            self.caller = KubeApiServerCaller(self.cluster,
+                                              [self.informers["vwc"], self.informers["mwc"]],
+                                              NS, self.ledger.failure, self.ledger.success)
+        else:
+            self.caller = AdmissionCaller(self.views, self._route, self.ledger.failure,
+                                          self.ledger.success)
         self._monitor.start()
         self.caller.start()
 
+    def cluster_up(self):
+        if self.cluster is None:
+            return False
+        return (self.cluster.tmp if self.backend == "real" else self.cluster.proc) is not None
+
+    def _control_plane_pids(self):
+        if self.backend != "real":
+            return {"emulator": self.cluster.proc.pid}
+        pids = {}
+        for name in ("kube-apiserver", "etcd"):
+            try:
+                with open(os.path.join(self.cluster.state_dir, f"{name}.pid"),
+                          encoding="ascii") as f:
+                    pids[name] = int(f.read())
+            except (OSError, ValueError):
+                pass
+        return pids
+
     def close(self):
         self._stop.set()
-        for part in (self.caller, *self.views, self.pods, self.volume_pod):
+        for part in (self.caller, self.slices, *self.views, self.pods, self.volume_pod):
             if part is not None:
                 part.stop()
         if self.pods is not None:
@@ -139,13 +181,22 @@ class SoakCluster:
                     self.rss[key] = max(self.rss.get(key, 0), container.peak_kib)
         if self.volume_pod is not None:
             self.rss[f"webhook of {self.volume_pod.name}"] = self.volume_pod.peak_kib
-        if self.cluster is not None and self.cluster.proc is not None:
-            from soak.workloads import peak_rss_kib
-            self.rss["emulator"] = peak_rss_kib(self.cluster.proc.pid) or 0
+        if self.cluster_up():
+            for name, pid in self._control_plane_pids().items():
+                self.rss[name] = peak_rss_kib(pid) or 0
         for informer in self.informers.values():
             informer.stop()
         if self.kubelet_jobs is not None:
             self.kubelet_jobs.stop(raise_errors=False)
+        if self.backend == "real" and self.cluster_up():
+            # The control plane's folder goes with it: keep its logs in the work folder.
+            kept = os.path.join(self.workdir, "control-plane")
+            os.makedirs(kept, exist_ok=True)
+            for name in ("kube-apiserver.log", "etcd.log"):
+                try:
+                    shutil.copy(os.path.join(self.cluster.state_dir, name), kept)
+                except OSError:
+                    pass
         if self.cluster is not None:
             self.cluster.stop()
 
@@ -249,6 +300,63 @@ class SoakCluster:
                   (event.name if event else "the last event"))
         time.sleep(self.random.uniform(0.5, 1.5) * max(1.0, 2 * self.k))
 
+    def certctl_unavailable(self, on):
+        """The API server refuses every request of certctl's service account (`on`), or
+        answers it again. The emulator answers 503; a real kube-apiserver is told by API
+        Priority and Fairness: a FlowSchema puts the account in a priority level with no
+        seats, whose requests are rejected (429) until it is deleted."""
+        if self.backend != "real":
+            if on:
+                user_fault(self.cluster, CERTCTL_USER, status=503, count=10**9)
+            else:
+                self.cluster.clear_faults()
+            return "503"
+        name = "soak-certctl-unavailable"
+        level = f"{FLOW_CONTROL}/prioritylevelconfigurations"
+        schema = f"{FLOW_CONTROL}/flowschemas"
+        if not on:
+            for path in (f"{schema}/{name}", f"{level}/{name}"):
+                resp = self.cluster.api("DELETE", path)
+                if resp.status not in (200, 404):
+                    raise SoakError(f"DELETE {path}: {resp.status} {resp.body[:200]!r}")
+            return "429"
+        account = CERTCTL_USER.rsplit(":", 2)
+        for path, obj in (
+                (level, {"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+                         "kind": "PriorityLevelConfiguration", "metadata": {"name": name},
+                         "spec": {"type": "Limited", "limited": {
+                             "nominalConcurrencyShares": 0, "lendablePercent": 0,
+                             "borrowingLimitPercent": 0,
+                             "limitResponse": {"type": "Reject"}}}}),
+                (schema, {"apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+                          "kind": "FlowSchema", "metadata": {"name": name},
+                          "spec": {"priorityLevelConfiguration": {"name": name},
+                                   "matchingPrecedence": 100,
+                                   "distinguisherMethod": {"type": "ByUser"},
+                                   "rules": [{
+                                       "subjects": [{"kind": "ServiceAccount",
+                                                     "serviceAccount": {
+                                                         "namespace": account[1],
+                                                         "name": account[2]}}],
+                                       "resourceRules": [{
+                                           "verbs": ["*"], "apiGroups": ["*"],
+                                           "resources": ["*"], "clusterScope": True,
+                                           "namespaces": ["*"]}],
+                                       "nonResourceRules": [{"verbs": ["*"],
+                                                             "nonResourceURLs": ["*"]}]}]}})):
+            resp = self.cluster.api("POST", path, obj)
+            if resp.status != 201:
+                raise SoakError(f"POST {path}: {resp.status} {resp.body[:300]!r}")
+
+        def in_force():  # the API server's flow-control controller has taken it up
+            resp = self.cluster.api("GET", f"{schema}/{name}")
+            conditions = (resp.json().get("status") or {}).get("conditions") or []
+            return any(c.get("type") == "Dangling" and c.get("status") == "False"
+                       for c in conditions)
+
+        self.wait(in_force, "the FlowSchema in force", bound=30)
+        return "429"
+
     # -- helm and kubectl -------------------------------------------------------------------
 
     def values(self, mode, **extra):
@@ -292,6 +400,18 @@ class SoakCluster:
 
     def kubectl(self, *args, input=None):
         return self.cluster.kubectl(*args, input=input)
+
+    def webhook_service(self):
+        """The webhook's own Service, before the chart serves it: selector-less (the soak
+        routes to the webhook's own pod itself), with Helm's marks so that the chart takes it
+        over in mode sidecar, as a user moving to the sidecar would let it."""
+        return {"apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": SERVICE, "namespace": NS,
+                             "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                             "annotations": {"meta.helm.sh/release-name": RELEASE,
+                                             "meta.helm.sh/release-namespace": NS}},
+                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": "https",
+                                    "protocol": "TCP"}]}}
 
     def targets(self):
         """The user's webhook configurations: no caBundle, failing closed."""

@@ -49,6 +49,7 @@ class Ledger:
         self.active = []
         self.calls = 0
         self.failures = []            # (Call, [event names], declared)
+        self.run_violations = []      # what failed the run outside any one event
         self._lock = threading.Lock()
 
     def at(self, monotonic):
@@ -74,11 +75,14 @@ class Ledger:
                 event.calls += 1
 
     def failure(self, call):
-        """Counts against every event under way when the call started (one repaired while
-        the call was on its way still counts it)."""
+        """Counts against every event under way at some time between the call's start and
+        its answer (`call.until`): one repaired while the call was on its way still counts
+        it, and so does one that began before the answer of a call the API server made
+        somewhere in between."""
         with self._lock:
+            until = getattr(call, "until", call.at)
             under_way = [e for e in self.events
-                         if e.started <= call.at and (e.repaired is None or call.at <= e.repaired)]
+                         if e.started <= until and (e.repaired is None or call.at <= e.repaired)]
             declared = any(call.cause in e.allowed for e in under_way)
             for event in under_way:
                 event.calls += 1
@@ -100,4 +104,5 @@ class Ledger:
         return [(call, names) for call, names, declared in self.failures if not declared]
 
     def violations(self):
-        return [(event.name, text) for event in self.events for text in event.violations]
+        return [(event.name, text) for event in self.events for text in event.violations] + \
+            [("the run", text) for text in self.run_violations]

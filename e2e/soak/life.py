@@ -10,9 +10,10 @@ import os
 import subprocess
 import time
 
-from harness.faults import read_only_folder, user_fault
+from harness.faults import read_only_folder
 from soak.apiserver import fingerprints
-from soak.cluster import (ADMISSION, CHART, MWC, NS, PHASE, RELEASE, RENAMED, SECRET,
+from soak.cluster import (ADMISSION, CERTCTL_USER, CHART, MWC, NS, PHASE, RELEASE, RENAMED,
+                          SECRET,
                           SETTLE_BOUND, UNTIL, VWC, WEBHOOK_PRE_STOP, SoakCluster, SoakError,
                           not_after)
 from soak.ledger import Event
@@ -40,13 +41,13 @@ class Soak(SoakCluster):
         self.settle(event)
 
     def install_with_hooks(self, event):
-        for obj in self.targets():
+        for obj in [self.webhook_service(), *self.targets()]:
             self.kubectl("apply", "-f", "-", input=json.dumps(obj))
         self.phase = "job"
         self.helm("install", RELEASE, CHART, "--namespace", NS, "--wait",
                   values=self.values("job"))
         self.volume_pod = VolumePod(self.informers["secrets"], SECRET, self.workdir,
-                                    "hook-server-7c9d4-qm2xt").start()
+                                    "hook-server-7c9d4-qm2xt", host=self.host).start()
         self.legacy_routed = True
         self.volume_pod.wait_ready(SETTLE_BOUND)
 
@@ -148,15 +149,15 @@ class Soak(SoakCluster):
                   bound=end - time.time() + self.ca_overlap + 60)
 
     def api_unavailable(self, event):
-        """The API server answers certctl's requests with 503 for longer than a renewal
-        interval (--cert-validity minus --renew-before), starting just after a renewal."""
+        """The API server refuses certctl's requests (503 on the emulator, 429 from a real
+        kube-apiserver's flow control) for longer than a renewal interval (--cert-validity
+        minus --renew-before), starting just after a renewal."""
         self.leaf_renewal(event)
         outage = self.cert_validity - self.renew_before + self.renew_before // 4
-        user = f"system:serviceaccount:{NS}:{RELEASE}-certctl"
-        user_fault(self.cluster, user, status=503, count=10**9)
-        event.notes.append(f"503 to {user} for {outage}s")
+        status = self.certctl_unavailable(True)
+        event.notes.append(f"{status} to {CERTCTL_USER} for {outage}s")
         time.sleep(outage)
-        self.cluster.clear_faults()
+        self.certctl_unavailable(False)
 
     def tamper(self, event):
         secret, _ = self.secret_files()
@@ -233,7 +234,7 @@ class Soak(SoakCluster):
             ("rotate-ca", "certctl rotate --ca, the leader SIGKILLed at each step",
              self.rotate_ca, {}),
             ("scale-down", "kubectl scale to 1 replica (leader hand-over)", self.scale(1), {}),
-            ("api-unavailable", "the API answers certctl 503 for longer than a renewal "
+            ("api-unavailable", "the API refuses certctl's requests for longer than a renewal "
              "interval", self.api_unavailable, {}),
             ("tamper", "a rotation annotation edited by hand", self.tamper, {}),
             ("fighting-writer", "another injector writes its CA into a caBundle 5 times a second",

@@ -2,9 +2,11 @@
 """The lifecycle soak (e2e/soak/README.md):
 
     e2e/soak/soak.py [--certctl build/ci/certctl] [--seed N] [--minutes M | --quick]
-                     [--control NAME] [--report FILE.md] [--json FILE.json]
+                     [--backend emulator|real] [--control NAME] [--report FILE.md]
+                     [--json FILE.json]
 
-Exit 0 when no admission call failed that no event declared and no event's other check
+--backend real runs the life on a real kube-apiserver and etcd (scripts/kube-up.sh), which
+makes the admission calls. Exit 0 when no admission call failed that no event declared and no event's other check
 failed (a write budget), 1 otherwise, 2 when the soak itself could not run (the report says
 which event it was at). --control runs certctl without one safety: it needs a control
 build (scripts/build.sh control), given with --certctl build/control/certctl.
@@ -80,11 +82,25 @@ def _tally(writes):
     return ", ".join(f"{w} x{n}" if n > 1 else w for w, n in counts.items())
 
 
+def judge_metrics(soak):
+    """On a real API server: its own count of failed webhook calls must be the soak's (every
+    failed call it counted is one the soak's books hold, and no other)."""
+    counted = soak.caller.metrics()
+    for name in sorted(set(counted) | set(soak.caller.failed)):
+        calls, failed = counted.get(name, (0, 0))
+        soak.metrics_notes.append(f"{name}: {calls} calls, {failed} failed")
+        if failed != soak.caller.failed[name]:
+            soak.ledger.run_violations.append(
+                f"kube-apiserver's apiserver_admission_webhook_rejection_count has {failed} "
+                f"failed calls of {name}, the soak's books {soak.caller.failed[name]}")
+
+
 def report(soak, args, error, elapsed):
     ledger = soak.ledger
     undeclared = ledger.undeclared()
     form = "--quick" if args.quick else f"--minutes {args.minutes:g}"
     lines = [f"# Soak: --seed {args.seed} {form}"
+             f"{' --backend real' if soak.backend == 'real' else ''}"
              f"{' --control ' + args.control if args.control else ''}", "",
              f"- when: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
              f"machine: {machine()}; took {elapsed:.0f} s",
@@ -93,10 +109,14 @@ def report(soak, args, error, elapsed):
              f"--renew-before {soak.renew_before} s, --ca-overlap {soak.ca_overlap} s; "
              f"Lease {'/'.join(map(str, soak.lease_times or (15, 10, 2)))} s "
              f"(duration/renew deadline/retry)",
+             f"- API server: {'a real kube-apiserver and etcd (scripts/kube-up.sh), which made the admission calls' if soak.backend == 'real' else 'the emulator; the soak made the admission calls'}",
              f"- admission calls: {ledger.calls + len(ledger.failures)} made, "
              f"{len(ledger.failures)} failed, of which **{len(undeclared)} undeclared**",
              f"- other failures of the run: **{len(ledger.violations())}**",
              f"- certctl's writes (Secret and targets): {len(soak.writes_of_certctl)}"]
+    if soak.metrics_notes:
+        lines.append("- kube-apiserver's own count (apiserver_admission_webhook_request_total, "
+                     "_rejection_count): " + "; ".join(soak.metrics_notes))
     if args.control:
         lines.append(f"- control: {CONTROLS[args.control]}")
     if error:
@@ -153,6 +173,9 @@ def main(argv=None):
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true",
                         help="--minutes 1: every lifetime at its floor (about two minutes)")
+    parser.add_argument("--backend", choices=("emulator", "real"), default="emulator",
+                        help="the API server: the project's emulator, or a real kube-apiserver "
+                             "and etcd built and started by scripts/kube-up.sh")
     parser.add_argument("--control", choices=sorted(CONTROLS))
     parser.add_argument("--report", help="write the report (Markdown) here too")
     parser.add_argument("--json", help="write the figures as JSON here")
@@ -165,7 +188,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     workdir = tempfile.mkdtemp(prefix="certctl-soak-")
     soak = Soak(args.certctl, workdir, args.seed, args.minutes, control=args.control,
-                log=lambda text: print(text, flush=True))
+                log=lambda text: print(text, flush=True), backend=args.backend)
     started = time.monotonic()
     offset = time.time() - time.monotonic()
     error = None
@@ -176,7 +199,10 @@ def main(argv=None):
         traceback.print_exc()
     finally:
         try:
-            if soak.cluster is not None and soak.cluster.proc is not None:
+            if soak.cluster_up():
+                if soak.backend == "real" and soak.caller is not None:
+                    soak.caller.stop()  # every call answered before the metrics are read
+                    judge_metrics(soak)
                 soak.writes_of_certctl = certctl_writes(soak.cluster, offset)
                 for event in soak.ledger.events:
                     end = event.repaired or time.monotonic()
@@ -193,6 +219,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"seed": args.seed, "minutes": args.minutes, "control": args.control,
+                       "backend": args.backend,
                        "calls": soak.ledger.calls + len(soak.ledger.failures),
                        "failed": len(soak.ledger.failures),
                        "undeclared": len(soak.ledger.undeclared()),
@@ -203,7 +230,7 @@ def main(argv=None):
                                   for e in soak.ledger.events]}, f, indent=1)
     failed = bool(error or soak.ledger.undeclared() or soak.ledger.violations())
     if args.keep or failed:  # a failed run keeps every process's log
-        print(f"work folder (the logs of every pod, Job and the emulator): {workdir}")
+        print(f"work folder (the logs of every pod, Job and the API server): {workdir}")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
     if error:

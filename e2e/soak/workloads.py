@@ -43,7 +43,7 @@ from harness.kubelet import (ContainerProcess, ConfigError, free_ports,  # noqa:
 from harness.naive_rotation import publish_folder  # noqa: E402
 from harness.sidecar import WEBHOOK_SERVER  # noqa: E402
 
-__all__ = ["Deployments", "VolumePod", "WEBHOOK_SERVER", "peak_rss_kib"]
+__all__ = ["Deployments", "EndpointSliceWriter", "VolumePod", "WEBHOOK_SERVER", "peak_rss_kib"]
 
 RESTART_DELAY = 1.0       # the kubelet's first back-off is 10 s; compressed like the lifetimes
 ENDPOINTS_LAG = 1.0       # a removed pod still gets calls this long
@@ -62,15 +62,15 @@ def peak_rss_kib(pid):
     return None
 
 
-def _probe(port, path, https=False, timeout=1.0):
+def _probe(host, port, path, https=False, timeout=1.0):
     """True when GET answers 2xx/3xx, as the kubelet's httpGet probe judges it."""
     if https:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE  # the kubelet does not verify probe certificates
-        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=context)
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
     else:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("GET", path)
         return 200 <= conn.getresponse().status < 400
@@ -83,9 +83,10 @@ def _probe(port, path, https=False, timeout=1.0):
 class Container:
     """One container of a pod: its process, its probes, its readiness."""
 
-    def __init__(self, name, spec, make_process, port_of):
+    def __init__(self, name, spec, make_process, port_of, host):
         self.name, self.spec = name, spec
         self.make_process, self.port_of = make_process, port_of
+        self.host = host
         self.process = None
         self.started = False        # startupProbe passed (or there is none)
         self.ready = False
@@ -99,7 +100,7 @@ class Container:
         get = spec.get("httpGet")
         if not get:
             return None
-        return _probe(self.port_of(get["port"]), get.get("path", "/"),
+        return _probe(self.host, self.port_of(get["port"]), get.get("path", "/"),
                       https=get.get("scheme") == "HTTPS",
                       timeout=float(spec.get("timeoutSeconds", 1)))
 
@@ -185,11 +186,12 @@ class Deployments:
     """Runs the pods of every Deployment in `namespace`, read from `deployments` (an
     Informer); `services` (an Informer) gives the Services whose endpoints it answers for.
     `image_map` maps image repositories to local executables; `log(text)` records what it
-    does."""
+    does. `host` is the pods' address: loopback on the emulator, the node's address (one an
+    EndpointSlice may hold) where kube-apiserver calls them."""
 
     def __init__(self, cluster, namespace, deployments, services, image_map, workdir, log,
-                 seed=0, extra_env=None):
-        self.cluster, self.namespace = cluster, namespace
+                 seed=0, extra_env=None, host="127.0.0.1"):
+        self.cluster, self.namespace, self.host = cluster, namespace, host
         self.extra_env = dict(extra_env or {})  # added to certctl's environment
         self.deployments, self.services = deployments, services
         self.image_map, self.workdir, self.log = image_map, workdir, log
@@ -263,9 +265,9 @@ class Deployments:
                 self.cluster, spec, "certctl", self.namespace, self.image_map,
                 os.path.join(folder, "certctl"), pod_name=name,
                 args=lambda args: rewrite_flags(args, {
-                    "--cert-dir": pod.cert_dir, "--health-addr": f"127.0.0.1:{health}",
-                    "--metrics-addr": f"127.0.0.1:{metrics}",
-                    "--serving-addr": f"127.0.0.1:{https}"}))
+                    "--cert-dir": pod.cert_dir, "--health-addr": f"{self.host}:{health}",
+                    "--metrics-addr": f"{self.host}:{metrics}",
+                    "--serving-addr": f"{self.host}:{https}"}))
             process.env.update(self.extra_env)
             return process
 
@@ -278,13 +280,13 @@ class Deployments:
                 self.cluster, spec, server_spec["name"], self.namespace, self.image_map,
                 os.path.join(folder, "server"), pod_name=name,
                 args=lambda args: rewrite_flags(args, {"--cert-dir": pod.cert_dir,
-                                                       "--listen": f"127.0.0.1:{https}"}))
+                                                       "--listen": f"{self.host}:{https}"}))
 
         [sidecar_spec] = [c for c in spec.get("initContainers") or [] if c["name"] == "certctl"]
         pod.sidecar = Container("certctl", sidecar_spec, sidecar_process,
-                                lambda port: ports.get(port, port))
+                                lambda port: ports.get(port, port), self.host)
         pod.server = Container(server_spec["name"], server_spec, server_process,
-                               lambda port: ports.get(port, port))
+                               lambda port: ports.get(port, port), self.host)
         pod.sidecar.start()
         self.pods[name] = pod
         self.log(f"pod {name} created")
@@ -389,14 +391,14 @@ class VolumePod:
     written `propagation` seconds after it was stored, as a new timestamped folder swapped in
     through `..data` the way the kubelet updates a Secret volume."""
 
-    def __init__(self, secrets, secret_name, workdir, name, propagation=1.0):
-        self.secrets, self.secret_name = secrets, secret_name
+    def __init__(self, secrets, secret_name, workdir, name, propagation=1.0, host="127.0.0.1"):
+        self.secrets, self.secret_name, self.host = secrets, secret_name, host
         self.name, self.propagation = name, propagation
         self.folder = os.path.join(workdir, "pods", name, "secret-volume")
         os.makedirs(self.folder, exist_ok=True)
         self.port, = free_ports(1)
         self.process = ContainerProcess(
-            [WEBHOOK_SERVER, "--cert-dir", self.folder, "--listen", f"127.0.0.1:{self.port}",
+            [WEBHOOK_SERVER, "--cert-dir", self.folder, "--listen", f"{host}:{self.port}",
              "--ready-timeout", "600"], {}, os.path.join(workdir, "pods", name, "server"),
             name="webhook")
         self.version = None
@@ -432,7 +434,7 @@ class VolumePod:
             self.peak_kib = max(self.peak_kib, peak_rss_kib(self.process.proc.pid) or 0)
 
     def ready(self):
-        return self.process.alive() and _probe(self.port, "/healthz", https=True)
+        return self.process.alive() and _probe(self.host, self.port, "/healthz", https=True)
 
     def start(self):
         self._thread.start()
@@ -452,3 +454,76 @@ class VolumePod:
         self._thread.join(10)
         self.sample()
         self.process.stop()
+
+
+class EndpointSliceWriter:
+    """The EndpointSlice controller, for a real API server (whose webhook and aggregator
+    calls go to the addresses the Service's EndpointSlices hold): every TICK, each Service in
+    `services` (an Informer) gets one slice per endpoint `router(namespace, service)` gives,
+    `host` and that pod's port under each of the Service's port names (the pods of one node
+    listen on one address, each on its own port); slices of endpoints or Services gone are
+    deleted. What goes wrong is appended to `errors` (the report's harness errors)."""
+
+    MANAGER = "soak-endpointslice-writer"
+
+    def __init__(self, cluster, namespace, services, router, host, errors):
+        self.cluster, self.namespace = cluster, namespace
+        self.services, self.router, self.host = services, router, host
+        self.path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+        self.written = {}            # slice name -> the slice as last written
+        self.errors = errors
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="endpointslices", daemon=True)
+
+    def _desired(self):
+        out = {}
+        for service in self.services.items():
+            name = service["metadata"]["name"]
+            ports = [p.get("name", "") for p in (service.get("spec") or {}).get("ports") or []]
+            for pod, port in self.router(self.namespace, name):
+                slice_name = f"{name}-{hashlib.sha256(pod.encode()).hexdigest()[:10]}"
+                out[slice_name] = {
+                    "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                    "metadata": {"name": slice_name, "namespace": self.namespace,
+                                 "labels": {"kubernetes.io/service-name": name,
+                                            "endpointslice.kubernetes.io/managed-by":
+                                                self.MANAGER}},
+                    "addressType": "IPv4",
+                    "endpoints": [{"addresses": [self.host], "conditions": {"ready": True},
+                                   "targetRef": {"kind": "Pod", "name": pod,
+                                                 "namespace": self.namespace}}],
+                    "ports": [{"name": p, "port": port, "protocol": "TCP"} for p in ports]}
+        return out
+
+    def _sync(self):
+        desired = self._desired()
+        for name in [n for n in self.written if n not in desired]:
+            resp = self.cluster.api("DELETE", f"{self.path}/{name}")
+            if resp.status not in (200, 404):
+                raise RuntimeError(f"DELETE endpointslice {name}: {resp.status}")
+            del self.written[name]
+        for name, obj in desired.items():
+            if self.written.get(name) == obj:
+                continue
+            resp = self.cluster.api("PUT", f"{self.path}/{name}", obj)
+            if resp.status == 404:
+                resp = self.cluster.api("POST", self.path, obj)
+            if resp.status not in (200, 201):
+                raise RuntimeError(f"endpointslice {name}: {resp.status} {resp.body[:300]!r}")
+            self.written[name] = obj
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self._sync()
+            except Exception as e:  # noqa: BLE001 - a controller bug must show in the report
+                self.errors.append(f"endpointslices: {type(e).__name__}: {e}")
+            self._stop.wait(TICK)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
