@@ -1626,14 +1626,86 @@ def default_pod_template(template):
                 if isinstance(port, dict):
                     port.setdefault("protocol", "TCP")
             for env in c.get("env") or []:
-                ref = (env.get("valueFrom") or {}).get("fieldRef") if isinstance(env, dict) \
-                    else None
-                if isinstance(ref, dict):
-                    ref.setdefault("apiVersion", "v1")
+                value_from = env.get("valueFrom") if isinstance(env, dict) else None
+                if isinstance(value_from, dict):
+                    _default_field_refs(value_from)
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                _default_probe(c.get(probe))
+            for hook in ((c.get("lifecycle") or {}) if isinstance(c.get("lifecycle"), dict)
+                         else {}).values():
+                if isinstance(hook, dict):
+                    _default_http_get(hook.get("httpGet"))
     for volume in spec.get("volumes") or []:
+        if not isinstance(volume, dict):
+            continue
         for kind in _DEFAULT_MODE_VOLUMES:
-            if isinstance(volume, dict) and isinstance(volume.get(kind), dict):
+            if isinstance(volume.get(kind), dict):
                 volume[kind].setdefault("defaultMode", 420)
+        for item in (volume.get("downwardAPI") or {}).get("items") or []:
+            if isinstance(item, dict):
+                _default_field_refs(item)
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if not isinstance(source, dict):
+                continue
+            if isinstance(source.get("serviceAccountToken"), dict):
+                source["serviceAccountToken"].setdefault("expirationSeconds", 3600)
+            for item in (source.get("downwardAPI") or {}).get("items") or []:
+                if isinstance(item, dict):
+                    _default_field_refs(item)
+
+
+def _default_field_refs(holder):
+    """SetDefaults_ObjectFieldSelector and SetDefaults_ResourceFieldRef... as a quantity:
+    a fieldRef's apiVersion v1, a resourceFieldRef's divisor "0"."""
+    if isinstance(holder.get("fieldRef"), dict):
+        holder["fieldRef"].setdefault("apiVersion", "v1")
+    if isinstance(holder.get("resourceFieldRef"), dict):
+        holder["resourceFieldRef"].setdefault("divisor", "0")
+
+
+def _default_http_get(action):
+    """SetDefaults_HTTPGetAction: path "/", scheme HTTP."""
+    if isinstance(action, dict):
+        action.setdefault("path", "/")
+        action.setdefault("scheme", "HTTP")
+
+
+def _default_probe(probe):
+    """SetDefaults_Probe, with its handler's defaults."""
+    if not isinstance(probe, dict):
+        return
+    probe.setdefault("timeoutSeconds", 1)
+    probe.setdefault("periodSeconds", 10)
+    probe.setdefault("successThreshold", 1)
+    probe.setdefault("failureThreshold", 3)
+    _default_http_get(probe.get("httpGet"))
+
+
+class DeploymentKind(Kind):
+    """apps/v1 Deployment: SetDefaults_Deployment and the pod template defaults (stored only:
+    no controller acts on it)."""
+
+    def defaults(self, obj):
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("replicas", 1)
+        strategy = spec.get("strategy")
+        if not isinstance(strategy, dict):
+            strategy = spec["strategy"] = {}
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.get("rollingUpdate")
+            if not isinstance(rolling, dict):
+                rolling = strategy["rollingUpdate"] = {}
+            rolling.setdefault("maxUnavailable", "25%")
+            rolling.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        default_pod_template(spec.get("template"))
+
+    def prepare_create(self, obj):
+        obj["status"] = {}
 
 
 class JobKind(Kind):
@@ -1970,6 +2042,7 @@ STRATEGIES = {
     ("events.k8s.io", "events"): EventKind(v1=True),
     ("", "pods"): PodKind(),
     ("batch", "jobs"): JobKind(),
+    ("apps", "deployments"): DeploymentKind(),
     ("", "services"): ServiceKind(),
     ("coordination.k8s.io", "leases"): LeaseKind(),
     ("discovery.k8s.io", "endpointslices"): EndpointSliceKind(),
