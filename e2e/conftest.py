@@ -14,6 +14,7 @@ every clone shares it), and a test not timed yet by its time_limit. Every worker
 same file the same way, as pytest-xdist requires. Only the order changes; every test runs.
 """
 
+import atexit
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ import signal
 import pytest
 
 from harness import Cluster
-from harness.real_cluster import RealCluster
+from harness.real_cluster import RealCluster, WarmSpare
 from harness.fixtures import *  # noqa: F401,F403
 
 TEST_TIMEOUT = float(os.environ.get("E2E_TEST_TIMEOUT", "60"))
@@ -125,11 +126,27 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("cluster", marker.args, indirect=True)
 
 
+SPARES = WarmSpare()  # this process's next real control plane, started ahead
+atexit.register(SPARES.close)  # also when the session ends some other way
+
+
+def pytest_sessionfinish(session, exitstatus):
+    SPARES.close()
+
+
 @pytest.fixture
 def cluster(request):
     """A fresh API server for one test: the emulator, or with the backends marker the real
-    kube-apiserver and etcd of scripts/kube-up.sh (harness/real_cluster.py)."""
-    with BACKENDS[getattr(request, "param", "emulator")]() as c:
+    kube-apiserver and etcd of scripts/kube-up.sh (harness/real_cluster.py), one started
+    while the test before ran."""
+    if getattr(request, "param", "emulator") == "real":
+        c = SPARES.take()
+        try:
+            yield c
+        finally:
+            c.stop()
+        return
+    with Cluster() as c:
         yield c
 
 

@@ -29,6 +29,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -267,3 +268,49 @@ class RealCluster(ClusterClient):
             raise AttributeError(name)
         raise AttributeError(f"{name}() is the emulator's control; the real API server has "
                              f"none (keep such a test on the emulator backend)")
+
+
+class WarmSpare:
+    """Real control planes handed out one per test, the next already started: `take()`
+    returns the spare started in the background (or starts one, the first time or when the
+    spare failed) and starts the next while the test runs, so a real test does not wait the
+    seconds kube-apiserver takes to come up. Each is used once; `close()` stops the spare
+    left at the end."""
+
+    def __init__(self):
+        self._thread = None
+        self._spare = None
+
+    def _start(self):
+        cluster = RealCluster()
+        try:
+            cluster.start()
+        except ClusterError as e:
+            self._spare = e
+        else:
+            self._spare = cluster
+
+    def _prime(self):
+        self._spare = None
+        self._thread = threading.Thread(target=self._start, name="spare control plane",
+                                        daemon=True)
+        self._thread.start()
+
+    def take(self):
+        cluster = None
+        if self._thread is not None:
+            self._thread.join()
+            if isinstance(self._spare, RealCluster):
+                cluster = self._spare
+        if cluster is None:  # none started yet, or it failed: start one here, errors shown
+            cluster = RealCluster()
+            cluster.start()
+        self._prime()
+        return cluster
+
+    def close(self):
+        if self._thread is not None:
+            self._thread.join()
+            if isinstance(self._spare, RealCluster):
+                self._spare.stop()
+            self._thread = self._spare = None

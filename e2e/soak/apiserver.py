@@ -193,13 +193,15 @@ class AdmissionCaller:
             trusted = fingerprints(bundle)
         except ValueError:  # not PEM the API server could load either
             trusted = ["unparsable"]
-        if not trusted:
-            self.on_failure(Call(now, label, host, None, "no-bundle", "empty caBundle"))
-            return
+        # kube-apiserver resolves the Service's endpoint before any handshake: with neither
+        # an endpoint nor a bundle, its call fails for the endpoint.
         endpoints = self.router(namespace, service)
         if not endpoints:
             self.on_failure(Call(now, label, host, None, "no-endpoints",
                                  f"no endpoints available for service {service!r}", trusted))
+            return
+        if not trusted:
+            self.on_failure(Call(now, label, host, None, "no-bundle", "empty caBundle"))
             return
         pod, port = endpoints[next(self._turn) % len(endpoints)]
         try:
