@@ -52,6 +52,9 @@ PHASE = "certctl.io/rotation-phase"
 UNTIL = "certctl.io/previous-ca-until"
 SETTLE_BOUND = 120.0
 API_SERVER_CACHE_DELAY = 1.0  # a webhook configuration's change reaches the calls this late
+# On a real API server: how long the EndpointSlices must have held the ready pods before the
+# cluster counts as steady (the write, and kube-apiserver's cache of it, take milliseconds).
+SLICES_SETTLED = 0.5
 # The webhook's preStop pause (the chart's sidecar.webhook.lifecycle, and its own pod's before
 # the chart ran it): longer than the calls still on their way to a removed pod.
 WEBHOOK_PRE_STOP = 2
@@ -254,6 +257,8 @@ class SoakCluster:
         return self.pods.pod_of_identity((lease.get("spec") or {}).get("holderIdentity"))
 
     def steady(self):
+        if self.slices is not None and not self.slices.in_sync(SLICES_SETTLED):
+            return False  # kube-apiserver would not yet send the calls where the pods are
         secret, files = self.secret_files()
         if secret is None or "ca.crt" not in files:
             return False

@@ -462,7 +462,9 @@ class EndpointSliceWriter:
     `services` (an Informer) gets one slice per endpoint `router(namespace, service)` gives,
     `host` and that pod's port under each of the Service's port names (the pods of one node
     listen on one address, each on its own port); slices of endpoints or Services gone are
-    deleted. What goes wrong is appended to `errors` (the report's harness errors)."""
+    deleted. What goes wrong is appended to `errors` (the report's harness errors).
+    `in_sync(settled)`: the slices hold what the router gives now, and have for `settled`
+    seconds (the API server's cache of them has caught up)."""
 
     MANAGER = "soak-endpointslice-writer"
 
@@ -471,6 +473,7 @@ class EndpointSliceWriter:
         self.services, self.router, self.host = services, router, host
         self.path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
         self.written = {}            # slice name -> the slice as last written
+        self.synced_at = None        # when the last change was written
         self.errors = errors
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="endpointslices", daemon=True)
@@ -495,8 +498,15 @@ class EndpointSliceWriter:
                     "ports": [{"name": p, "port": port, "protocol": "TCP"} for p in ports]}
         return out
 
+    def in_sync(self, settled):
+        if self.synced_at is None or time.monotonic() - self.synced_at < settled:
+            return False
+        return self._desired() == self.written
+
     def _sync(self):
         desired = self._desired()
+        if desired == self.written and self.synced_at is not None:
+            return
         for name in [n for n in self.written if n not in desired]:
             resp = self.cluster.api("DELETE", f"{self.path}/{name}")
             if resp.status not in (200, 404):
@@ -511,6 +521,7 @@ class EndpointSliceWriter:
             if resp.status not in (200, 201):
                 raise RuntimeError(f"endpointslice {name}: {resp.status} {resp.body[:300]!r}")
             self.written[name] = obj
+        self.synced_at = time.monotonic()
 
     def _run(self):
         while not self._stop.is_set():
