@@ -1,6 +1,7 @@
 #include "certctl/controller/converge.h"
 
 #include "certctl/controller/secret.h"
+#include "certctl/controller/targets.h"
 #include "certctl/util/finding.h"
 
 namespace certctl::controller {
@@ -42,8 +43,9 @@ Result<SecretOutcome> Stored(kube::Client& client, const SecretSpec& spec, const
 Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
                                const TargetSelection& targets, const ConvergeOptions& options,
                                const Clock& clock) {
-  auto outcome =
-      options.ensure_secret ? EnsureSecret(client, spec, clock) : Stored(client, spec, clock);
+  const KnownBundles known_bundles = [&] { return BundlesOfTargets(client, targets); };
+  auto outcome = options.ensure_secret ? EnsureSecret(client, spec, clock, known_bundles)
+                                       : Stored(client, spec, clock);
   if (!outcome) {
     return Fail(outcome.error());
   }
@@ -53,7 +55,7 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (options.ensure_secret && outcome->action == SecretAction::kAdopted) {
     // Adopting only labels the Secret; what the now managed Secret needs (a CA of its own
     // when it came without ca.key) is the next look's.
-    outcome = EnsureSecret(client, spec, clock);
+    outcome = EnsureSecret(client, spec, clock, known_bundles);
     if (!outcome) {
       return Fail(outcome.error());
     }

@@ -66,8 +66,8 @@ std::string ObjectUid(const Json& object) {
 
 }  // namespace
 
-Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
-                                   const Clock& clock) {
+Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
+                                   const KnownBundles& known_bundles) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
   const pki::ValidationPolicy policy = PolicyFor(spec);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
@@ -120,10 +120,21 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     // A certificate that is not a CA is no part of what clients must trust: pruned, the way
     // CAs the leaf is not from are, instead of condemning the CA it sits next to.
     std::optional<PrunedBundle> pruned;
+    const std::string raw_ca_crt = pair.source.ca_pem.value_or("");
     if (pair.managed && pair.source.ca_pem) {
       pruned = PruneNonCaCertificates(*pair.source.ca_pem);
       if (pruned) {
         pair.source.ca_pem = pruned->pem;
+      }
+    }
+    // A new CA is the one repair that can fail admission calls: not while ca.key's own CA
+    // certificate can still be found.
+    std::optional<RecoveredBundle> recovered;
+    if (pair.managed) {
+      recovered = RecoverCaBundle(pair.source, raw_ca_crt, known_bundles, now);
+      if (recovered) {
+        pair.source.ca_pem = recovered->pem;
+        pruned.reset();  // what the rebuilt ca.crt left out is said once, below
       }
     }
     pki::ValidationReport validation = pki::Validate(pair.source, policy, now);
@@ -177,7 +188,11 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       if (!plan) {
         return Fail(plan.error());
       }
-      const std::string repair = DescribeRepair(pruned, judged.problems);
+      std::string repair = DescribeRepair(pruned, judged.problems);
+      if (recovered) {
+        repair = "ca.crt did not hold the CA certificate of ca.key: rebuilt from " +
+                 recovered->found_in + ", the CA kept" + (repair.empty() ? "" : "; " + repair);
+      }
       if (plan->action == SecretAction::kNone && !repair.empty()) {
         // Written back as judged, so the next look finds nothing to say.
         plan = Repair(pair.source, *rotation, repair);

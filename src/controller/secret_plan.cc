@@ -234,6 +234,74 @@ std::vector<pki::Certificate> BundleOf(const pki::PairSource& source) {
   return certificates ? std::move(*certificates) : std::vector<pki::Certificate>();
 }
 
+namespace {
+
+// Every certificate PEM block of `text` that parses, in order; other text is skipped.
+std::vector<pki::Certificate> CertificatesAmong(std::string_view text) {
+  static constexpr std::string_view kBegin = "-----BEGIN CERTIFICATE-----";
+  static constexpr std::string_view kEnd = "-----END CERTIFICATE-----";
+  std::vector<pki::Certificate> found;
+  for (std::size_t begin = text.find(kBegin); begin != std::string_view::npos;
+       begin = text.find(kBegin, begin + kBegin.size())) {
+    const std::size_t end = text.find(kEnd, begin);
+    if (end == std::string_view::npos) {
+      break;
+    }
+    if (auto certificate = pki::Certificate::FromPem(text.substr(begin, end + kEnd.size() - begin));
+        certificate) {
+      found.push_back(std::move(*certificate));
+    }
+  }
+  return found;
+}
+
+bool IsCaOf(const pki::Certificate& certificate, const pki::PrivateKey& key, TimePoint now) {
+  return certificate.Info().is_ca && certificate.MatchesKey(key) && ValidNow(certificate, now);
+}
+
+}  // namespace
+
+std::optional<RecoveredBundle> RecoverCaBundle(const pki::PairSource& source,
+                                               const std::string& raw_ca_crt,
+                                               const KnownBundles& known_bundles, TimePoint now) {
+  if (!source.ca_key_pem || StoredCa(source)) {
+    return std::nullopt;
+  }
+  auto key = pki::PrivateKey::FromPem(*source.ca_key_pem);
+  if (!key) {
+    return std::nullopt;
+  }
+  // In ca.crt itself, among text that is not a certificate: the CAs found there stay (what is
+  // not the leaf's is retired as any extra CA is).
+  std::vector<pki::Certificate> cas;
+  bool has_key_ca = false;
+  for (pki::Certificate& certificate : CertificatesAmong(raw_ca_crt)) {
+    if (certificate.Info().is_ca) {
+      has_key_ca = has_key_ca || IsCaOf(certificate, *key, now);
+      cas.push_back(std::move(certificate));
+    }
+  }
+  if (has_key_ca) {
+    return RecoveredBundle{pki::EncodeCertificateBundle(cas), "ca.crt"};
+  }
+  if (!known_bundles) {
+    return std::nullopt;
+  }
+  for (const KnownBundle& known : known_bundles()) {
+    auto bundle = pki::ParseCertificateBundle(known.pem);
+    if (!bundle || bundle->empty() ||
+        !std::all_of(bundle->begin(), bundle->end(),
+                     [](const pki::Certificate& c) { return c.Info().is_ca; })) {
+      continue;  // only a bundle of CAs certctl could have written is taken as it is
+    }
+    if (std::any_of(bundle->begin(), bundle->end(),
+                    [&](const pki::Certificate& c) { return IsCaOf(c, *key, now); })) {
+      return RecoveredBundle{known.pem, known.source + "'s caBundle"};
+    }
+  }
+  return std::nullopt;
+}
+
 PairPem StoredPem(const pki::PairSource& source) {
   return PairPem{source.ca_pem.value_or(""), source.ca_key_pem.value_or(""),
                  source.cert_pem.value_or(""), source.key_pem.value_or("")};

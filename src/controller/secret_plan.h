@@ -67,6 +67,17 @@ std::optional<pki::KeyPair> StoredCa(const pki::PairSource& source);
 // The certificates of ca.crt in order; none when it does not parse.
 std::vector<pki::Certificate> BundleOf(const pki::PairSource& source);
 
+// ca.crt rebuilt around ca.key's own CA certificate when ca.crt lost it (see EnsureSecret):
+// the bundle to store and where it was found. None when ca.crt still holds it, ca.key does not
+// parse, or no valid CA certificate of ca.key's is found anywhere.
+struct RecoveredBundle {
+  std::string pem;
+  std::string found_in;
+};
+std::optional<RecoveredBundle> RecoverCaBundle(const pki::PairSource& source,
+                                               const std::string& raw_ca_crt,
+                                               const KnownBundles& known_bundles, TimePoint now);
+
 // The data as stored, for a write that keeps it.
 PairPem StoredPem(const pki::PairSource& source);
 

@@ -169,4 +169,27 @@ Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelecti
   return resolved;
 }
 
+std::vector<KnownBundle> BundlesOfTargets(kube::Client& client, const TargetSelection& selection) {
+  std::vector<KnownBundle> bundles;
+  auto resolved = ResolveTargets(client, selection);
+  if (!resolved) {
+    return bundles;
+  }
+  for (const TargetObject& target : resolved->found) {
+    auto slots = inject::ReadBundleSlots(target.kind, target.object);
+    if (!slots) {
+      continue;
+    }
+    for (const inject::BundleSlot& slot : *slots) {
+      const bool seen = std::any_of(bundles.begin(), bundles.end(), [&](const KnownBundle& known) {
+        return known.pem == slot.bundle;
+      });
+      if (!slot.bundle.empty() && !seen) {
+        bundles.push_back({TargetObjectName(target.kind, target.name), slot.bundle});
+      }
+    }
+  }
+  return bundles;
+}
+
 }  // namespace certctl::controller

@@ -7,6 +7,7 @@
 #include "certctl/controller/inject.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/controller/secret.h"
+#include "certctl/controller/targets.h"
 #include "certctl/pki/validate.h"
 #include "certctl/util/finding.h"
 
@@ -137,7 +138,9 @@ Result<PassReport> FailedAfterWrites(PassReport report, const Error& error) {
 
 Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, const Clock& clock) {
   PassReport report;
-  auto secret = controller::EnsureSecret(client, config.secret, clock);
+  auto secret = controller::EnsureSecret(client, config.secret, clock, [&] {
+    return controller::BundlesOfTargets(client, config.targets);
+  });
   if (!secret) {
     return Fail(secret.error());
   }

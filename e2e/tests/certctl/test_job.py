@@ -535,6 +535,28 @@ def test_garbage_leaf_in_managed_secret_is_repaired(hook, certctl_binary):
 
 
 @pytest.mark.backends("emulator", "real")
+@pytest.mark.parametrize("phase", ["all", "secret"])
+def test_garbage_ca_crt_and_leaf_keep_the_ca_the_targets_trust(hook, certctl_binary, phase):
+    """ca.key still matches the CA of the targets' caBundles: ca.crt is rebuilt from them
+    (the secret phase of a pre-upgrade hook reads the targets for it too), only the leaf is
+    re-issued, and no caBundle is written."""
+    assert job(hook, certctl_binary).returncode == 0
+    before = secret_data(hook)
+    hook.kubectl("patch", "secret", SECRET, "-n", NS, "--type", "merge", "-p",
+                 json.dumps({"data": {"ca.crt": b64("garbage"), "tls.crt": b64("garbage")}}))
+    hook.reset_request_log()
+    result = job(hook, certctl_binary, phase=phase)
+    assert result.returncode == 0, result.stderr
+    assert "rebuilt from validatingwebhookconfiguration/hook's caBundle, the CA kept" in \
+        result.stderr, result.stderr
+    after = secret_data(hook)
+    assert (after["ca.crt"], after["ca.key"]) == (before["ca.crt"], before["ca.key"])
+    assert after["tls.crt"] != before["tls.crt"]
+    assert set(bundles(hook).values()) == {before["ca.crt"]}
+    assert writes_by_job(hook) == [("update", "secrets", SECRET)]
+
+
+@pytest.mark.backends("emulator", "real")
 def test_opaque_secret_without_key_fails_untouched(hook, certctl_binary):
     apply(hook, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                  "metadata": {"name": SECRET, "namespace": NS},

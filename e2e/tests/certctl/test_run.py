@@ -19,8 +19,11 @@ import time
 import urllib.parse
 
 import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.badpki import Authority
 from harness.certctl import assert_contains, webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, free_ports, stop_all
@@ -385,6 +388,42 @@ def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
     assert [w[:3] for w in writes_by(hook, USER) if w[1] == "secrets"] == \
         [("create", "secrets", "")], writes_by(hook, USER)
     assert sidecar.log().count(f"created: secret/{NS}/{SECRET} (it did not exist)") == 2
+
+
+def damaged_ca_crt(damage, data):
+    """ca.crt as another writer damaged it: text that is no certificate, the server
+    certificate twice, or a CA of another key with our CA's own name."""
+    if damage == "garbage":
+        return "not a certificate\n"
+    if damage == "two-leaves":
+        return data["tls.crt"] * 2
+    name = x509.load_pem_x509_certificate(data["ca.crt"].encode()).subject.get_attributes_for_oid(
+        NameOID.COMMON_NAME)[0].value
+    return Authority(name).cert_pem
+
+
+@pytest.mark.backends("emulator", "real")
+@pytest.mark.parametrize("damage", ["garbage", "two-leaves", "same-name-ca"])
+def test_a_damaged_ca_crt_is_rebuilt_from_the_targets_without_a_new_ca(hook, sidecars, damage):
+    """ca.key still matches the CA every target trusts: ca.crt is rebuilt from it, the CA,
+    key and server certificate kept, and no caBundle is written."""
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    old = secret_data(hook)
+    wait_quiet(hook, USER)
+    hook.reset_request_log()
+    patch = {"data": {"ca.crt": base64.b64encode(damaged_ca_crt(damage, old).encode()).decode()}}
+    hook.kubectl("patch", "secret", SECRET, "-n", NS, "-p", json.dumps(patch))
+    wait_for(lambda: secret_data(hook) == old, "the Secret as it was", watch=[sidecar])
+    wait_quiet(hook, USER)
+    assert secret_data(hook) == old
+    assert holds(hook, old["ca.crt"])
+    # One write of the Secret, none of the targets (an Event says what happened).
+    assert [w[:2] for w in writes_by(hook, USER) if w[1] != "events"] == \
+        [("update", "secrets")], writes_by(hook, USER)
+    assert "rebuilt from validatingwebhookconfiguration/hook's caBundle, the CA kept" in \
+        sidecar.log(), sidecar.log()[-3000:]
+    wait_ready(sidecar)
 
 
 @pytest.mark.time_limit(100)

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,25 @@ struct SecretOutcome {
   std::vector<RotationProblem> rotation_problems;
 };
 
+// A CA bundle kept outside the Secret, where the CA of a damaged ca.crt may still be found:
+// a target's caBundle. `source` names it ("validatingwebhookconfiguration/hook").
+struct KnownBundle {
+  std::string source;
+  std::string pem;
+};
+// Read only when ca.crt holds no certificate of ca.key's (the steady state reads nothing).
+using KnownBundles = std::function<std::vector<KnownBundle>()>;
+
 // Makes sure the Secret holds a valid pair for `spec`:
 //  - absent: a CA and leaf are created; if another writer created it first, what it stored is
 //    validated instead of overwritten;
 //  - managed: certificates of ca.crt that are not CAs are pruned, and the rotation
 //    annotations are judged (JudgeRotationState) before anything acts on them; what was
 //    pruned or corrected is written back (kRepaired when nothing else is written);
+//  - managed: a ca.crt that holds no certificate of ca.key's (garbage, leaves, a foreign CA of
+//    the same name) is rebuilt from the first place that still holds one, valid now: ca.crt
+//    itself among other text, else a bundle of `known_bundles` (taken as it is, so the
+//    targets need no change); the CA is kept and only the leaf is re-issued if it needs to be;
 //  - managed (or adopted): a bad leaf under a good CA is re-issued with ca.key (also when
 //    `certctl rotate` asked for it); a bad, expiring or keyless CA, or one `certctl rotate
 //    --ca` asked to replace, starts a rotation (step 1, see rotation.h) while the stored leaf
@@ -79,8 +93,8 @@ struct SecretOutcome {
 // kFailedPrecondition naming it; nothing is written. Every write is a whole-object update
 // carrying the resourceVersion read, so a concurrent writer makes it start over from a fresh
 // read (kConflict) instead of losing either change.
-Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
-                                   const Clock& clock);
+Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
+                                   const KnownBundles& known_bundles = {});
 
 // Rotation step 2: the leaf is re-issued from the new CA. Call it only once every target
 // holds `trusted_bundle` (outcome.ca_bundle of the phase "trusting"); when the Secret no

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "certctl/controller/check.h"
+#include "certctl/controller/ensure_secret.h"
 #include "certctl/inject/targets.h"
 #include "certctl/kube/client.h"
 #include "certctl/util/finding.h"
@@ -56,5 +57,10 @@ struct ResolvedTargets {
 // Reads every selected target. Absence is reported in `missing`; API failures, and listed
 // objects without a proper metadata.name, are errors.
 Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelection& selection);
+
+// The caBundles the selected targets hold now, each named by its object: where the CA of a
+// damaged ca.crt may still be found (EnsureSecret's known bundles). What cannot be read is
+// left out: this only ever saves a CA, it decides nothing else.
+std::vector<KnownBundle> BundlesOfTargets(kube::Client& client, const TargetSelection& selection);
 
 }  // namespace certctl::controller

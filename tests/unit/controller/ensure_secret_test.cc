@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "certctl/controller/secret.h"
+#include "certctl/controller/targets.h"
 #include "certctl/pki/certificate.h"
 #include "certctl/pki/issue.h"
 #include "certctl/util/base64.h"
@@ -18,6 +19,7 @@
 
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
+#include "support/target_objects.h"
 
 namespace certctl::controller {
 namespace {
@@ -797,6 +799,134 @@ TEST(EnsureSecret, GarbageCaInAManagedSecretGetsANewCa) {
   EXPECT_EQ(Certificates(DataOf(after, "ca.crt")).size(), 1u);
   const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
   EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TargetSelection HookSelection() {
+  TargetSelection selection;
+  selection.validating_webhooks = {"hook"};
+  return selection;
+}
+
+// A cluster whose Secret certctl created and whose webhook configuration "hook" holds the
+// Secret's CA bundle, as injected.
+struct Injected : Created {
+  Injected() {
+    client.Put(kube::kValidatingWebhookConfigurations,
+               certctl::testing::WebhookConfiguration(
+                   "hook", {certctl::testing::WebhookEntry("a.example.com", kNs)
+                                .Service(kNs, "svc")
+                                .Bundle(DataOf(before, "ca.crt"))}));
+    client.ClearRequests();
+  }
+
+  // What EnsureSecret's caller passes: the targets' bundles, counted when read.
+  KnownBundles Known() {
+    return [this] {
+      ++known_reads;
+      return BundlesOfTargets(client, HookSelection());
+    };
+  }
+
+  // Replaces data.`key` with `pem`, then runs EnsureSecret with the targets' bundles.
+  Result<SecretOutcome> EnsureAfterWriting(const std::string& key, const std::string& pem) {
+    Json broken = before;
+    broken["data"][key] = Base64Encode(pem);
+    client.Put(kSecrets, broken);
+    client.ClearRequests();
+    auto outcome = EnsureSecret(client, Spec(), clock, Known());
+    EXPECT_TRUE(outcome.has_value()) << outcome.error().message();
+    return outcome;
+  }
+
+  int known_reads = 0;
+};
+
+TEST(EnsureSecret, ASteadySecretNeverReadsTheTargetsBundles) {
+  Injected cluster;
+  auto outcome = EnsureSecret(cluster.client, Spec(), cluster.clock, cluster.Known());
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
+  EXPECT_EQ(outcome->action, SecretAction::kNone);
+  EXPECT_EQ(cluster.known_reads, 0);
+}
+
+TEST(EnsureSecret, ADamagedCaCrtIsRebuiltFromATargetsBundleWithoutANewCa) {
+  const pki::KeyPair foreign_ca = MustCa(Spec().ca.common_name, FakeClock().Now());
+  Created reference;
+  const std::string leaf = DataOf(reference.before, "tls.crt");
+  const std::vector<std::pair<std::string, std::string>> damage = {
+      {"garbage", "not a certificate"},
+      {"empty", ""},
+      {"the server certificate twice", leaf + leaf},
+      {"a foreign CA of the same name", foreign_ca.certificate.ToPem()},
+  };
+  for (const auto& [what, pem] : damage) {
+    SCOPED_TRACE(what);
+    Injected cluster;
+    auto outcome = cluster.EnsureAfterWriting("ca.crt", pem);
+    ASSERT_TRUE(outcome.has_value());
+    EXPECT_EQ(outcome->action, SecretAction::kRepaired);
+    EXPECT_THAT(outcome->reason,
+                HasSubstr("rebuilt from validatingwebhookconfiguration/hook's caBundle, the CA "
+                          "kept"));
+    // Everything as before: the same CA, key and leaf, and the targets' bundle unchanged.
+    EXPECT_EQ(Stored(cluster.client)["data"], cluster.before["data"]);
+    EXPECT_EQ(outcome->ca_bundle, DataOf(cluster.before, "ca.crt"));
+    EXPECT_EQ(cluster.known_reads, 1);
+
+    cluster.client.ClearRequests();
+    auto quiet = EnsureSecret(cluster.client, Spec(), cluster.clock, cluster.Known());
+    ASSERT_TRUE(quiet.has_value());
+    EXPECT_EQ(quiet->action, SecretAction::kNone);
+    EXPECT_EQ(cluster.client.WriteCount(), 0);
+  }
+}
+
+TEST(EnsureSecret, TheCaBesideADamagedBlockInCaCrtIsKeptWithoutReadingTheTargets) {
+  Injected cluster;
+  const std::string ca_crt = DataOf(cluster.before, "ca.crt");
+  auto outcome = cluster.EnsureAfterWriting(
+      "ca.crt", "-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n" + ca_crt);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kRepaired);
+  EXPECT_THAT(outcome->reason, HasSubstr("rebuilt from ca.crt, the CA kept"));
+  EXPECT_EQ(Stored(cluster.client)["data"], cluster.before["data"]);
+  EXPECT_EQ(cluster.known_reads, 0);
+}
+
+TEST(EnsureSecret, ADamagedCaCrtAndLeafKeepTheCaAndReissueOnlyTheLeaf) {
+  Injected cluster;
+  Json broken = cluster.before;
+  broken["data"]["tls.crt"] = Base64Encode("garbage");
+  cluster.before = broken;
+  auto outcome = cluster.EnsureAfterWriting("ca.crt", "garbage");
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
+  const Json after = Stored(cluster.client);
+  EXPECT_EQ(after["data"]["ca.key"], broken["data"]["ca.key"]);
+  EXPECT_EQ(DataOf(after, "ca.crt"), outcome->ca_bundle);
+  auto targets = ResolveTargets(cluster.client, HookSelection());
+  ASSERT_TRUE(targets.has_value());
+  auto slots = inject::ReadBundleSlots(inject::TargetKind::kValidatingWebhookConfiguration,
+                                       targets->found.at(0).object);
+  ASSERT_TRUE(slots.has_value());
+  EXPECT_EQ(slots->at(0).bundle, outcome->ca_bundle);  // what the targets trust, unchanged
+  const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
+  EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, ACaKeyThatMatchesNoKnownCertificateStillGetsANewCa) {
+  Injected cluster;
+  // The target holds another CA: nothing anywhere is ca.key's certificate.
+  const pki::KeyPair other = MustCa("other", cluster.clock.Now());
+  cluster.client.Put(kube::kValidatingWebhookConfigurations,
+                     certctl::testing::WebhookConfiguration(
+                         "hook", {certctl::testing::WebhookEntry("a.example.com", kNs)
+                                      .Service(kNs, "svc")
+                                      .Bundle(other.certificate.ToPem())}));
+  auto outcome = cluster.EnsureAfterWriting("ca.crt", "garbage");
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_EQ(outcome->action, SecretAction::kCaReplaced);
+  EXPECT_NE(Stored(cluster.client)["data"]["ca.key"], cluster.before["data"]["ca.key"]);
 }
 
 TEST(EnsureSecret, ValidExternalSecretIsLeftAloneAndItsBundleReturned) {
