@@ -56,10 +56,30 @@ std::string Callers(const std::vector<TargetStatus*>& callers) {
   return text;
 }
 
+// A finding lists this many of a Service's ports before it says how many more there are.
+constexpr std::size_t kPortsShown = 10;
+
+std::string PortList(const std::map<std::int64_t, std::string>& exposed) {
+  std::string text;
+  std::size_t shown = 0;
+  for (const auto& [number, port_name] : exposed) {
+    if (shown == kPortsShown) {
+      return text + " and " + std::to_string(exposed.size() - kPortsShown) + " more";
+    }
+    text += (shown++ == 0 ? "" : ", ") + std::to_string(number);
+  }
+  return text;
+}
+
+struct EndpointCount {
+  int ready = 0;
+  int malformed = 0;  // conditions.ready present but not a boolean: counted as not ready
+};
+
 // An EndpointSlice endpoint is ready unless its conditions say otherwise (absent means ready,
-// as the EndpointSlice API defines it).
-Result<int> ReadyEndpoints(const kube::Json& slice, const std::string& port_name,
-                           std::string_view what) {
+// as the EndpointSlice API defines it); a `ready` that is not a boolean is no promise either.
+Result<EndpointCount> ReadyEndpoints(const kube::Json& slice, const std::string& port_name,
+                                     std::string_view what) {
   auto ports = kube::OptionalArray(slice, "/ports", what);
   if (!ports) {
     return Fail(ports.error());
@@ -76,16 +96,16 @@ Result<int> ReadyEndpoints(const kube::Json& slice, const std::string& port_name
       serves = serves || name->value_or("") == port_name;
     }
     if (!serves) {
-      return 0;
+      return EndpointCount{};
     }
   }
   auto endpoints = kube::OptionalArray(slice, "/endpoints", what);
   if (!endpoints) {
     return Fail(endpoints.error());
   }
-  int ready = 0;
+  EndpointCount count;
   if (*endpoints == nullptr) {
-    return ready;
+    return count;
   }
   for (const kube::Json& endpoint : **endpoints) {
     const kube::Json* conditions = nullptr;
@@ -93,12 +113,18 @@ Result<int> ReadyEndpoints(const kube::Json& slice, const std::string& port_name
       auto it = endpoint.find("conditions");
       conditions = it != endpoint.end() && it->is_object() ? &*it : nullptr;
     }
-    const bool not_ready = conditions != nullptr && conditions->contains("ready") &&
-                           (*conditions)["ready"].is_boolean() &&
-                           !(*conditions)["ready"].get<bool>();
-    ready += not_ready ? 0 : 1;
+    const kube::Json* ready = nullptr;
+    if (conditions != nullptr) {
+      auto it = conditions->find("ready");
+      ready = it != conditions->end() && !it->is_null() ? &*it : nullptr;
+    }
+    if (ready != nullptr && !ready->is_boolean()) {
+      count.malformed += 1;
+      continue;
+    }
+    count.ready += ready == nullptr || ready->get<bool>() ? 1 : 0;
   }
-  return ready;
+  return count;
 }
 
 }  // namespace
@@ -224,15 +250,11 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
         continue;
       }
       if (exposed.count(port) == 0) {
-        std::string have;
-        for (const auto& [number, port_name] : exposed) {
-          have += (have.empty() ? "" : ", ") + std::to_string(number);
-        }
         report.call_findings.push_back(
             {FindingCode::kServicePortMissing, object,
              "has no port " + std::to_string(port) + " (" +
-                 (have.empty() ? std::string("it has none") : "it has " + have) + "); " +
-                 Callers(callers) + " call" + (callers.size() == 1 ? "s" : "") + " port " +
+                 (exposed.empty() ? std::string("it has none") : "it has " + PortList(exposed)) +
+                 "); " + Callers(callers) + " call" + (callers.size() == 1 ? "s" : "") + " port " +
                  std::to_string(port)});
         fail_callers(callers);
         continue;
@@ -246,7 +268,9 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
     options.label_selector = "kubernetes.io/service-name=" + name;
     auto slices = client.List(kube::kEndpointSlices, ns, options);
     if (!slices) {
-      if (slices.error().code() == ErrorCode::kPermissionDenied) {
+      // Refused, or an API server that serves no EndpointSlices (404): not known, not failed.
+      if (slices.error().code() == ErrorCode::kPermissionDenied ||
+          slices.error().code() == ErrorCode::kNotFound) {
         refused("the EndpointSlices of " + object, slices.error());
         continue;
       }
@@ -258,14 +282,22 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
     }
     for (auto& [port, callers] : reachable_ports) {
       int ready = 0;
+      int malformed = 0;
       if (*items != nullptr) {
         for (const kube::Json& slice : **items) {
           auto count = ReadyEndpoints(slice, exposed[port], "endpointslice of " + object);
           if (!count) {
             return Fail(count.error());
           }
-          ready += *count;
+          ready += count->ready;
+          malformed += count->malformed;
         }
+      }
+      if (malformed > 0) {
+        report.notes.push_back(std::to_string(malformed) + " endpoint" +
+                               (malformed == 1 ? "" : "s") + " of " + object +
+                               " have a conditions.ready that is not true or false; counted as "
+                               "not ready");
       }
       if (ready == 0) {
         report.call_findings.push_back(

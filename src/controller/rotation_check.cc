@@ -4,6 +4,8 @@
 
 #include "certctl/pki/certificate.h"
 #include "certctl/pki/issue.h"
+#include "certctl/pki/key.h"
+#include "certctl/pki/validate.h"
 #include "certctl/util/duration.h"
 
 namespace certctl::controller {
@@ -49,6 +51,21 @@ TimePoint LeafMovedAt(const pki::PairSource& source, TimePoint now) {
     return now;
   }
   return SaturatingAdd(leaf->Info().not_before, pki::kClockSkewAllowance);
+}
+
+// Whether the leaf is from the first CA of ca.crt, the one ca.key holds: the new CA of a
+// rotation past step 2.
+bool LeafFromNewestCa(const pki::PairSource& source, TimePoint now) {
+  if (!source.ca_key_pem || !source.ca_pem) {
+    return false;
+  }
+  auto key = pki::PrivateKey::FromPem(*source.ca_key_pem);
+  auto bundle = pki::ParseCertificateBundle(*source.ca_pem);
+  if (!key || !bundle || bundle->empty() || !bundle->front().MatchesKey(*key)) {
+    return false;
+  }
+  const pki::ValidationReport report = pki::Validate(source, pki::ValidationPolicy{}, now);
+  return report.issuer_index == 0;
 }
 
 }  // namespace
@@ -102,6 +119,16 @@ RotationReading JudgeRotationState(RotationReading reading, const pki::PairSourc
   if (state.phase == RotationPhase::kNone) {
     ClearRotation(state);
     return reading;
+  }
+  if (state.phase == RotationPhase::kTrusting && LeafFromNewestCa(source, now)) {
+    // Step 2 happened: the leaf is from the CA ca.key holds. Read as "trusting", the previous
+    // CA would look like a stray one and go now, ending the overlap early.
+    reading.problems.push_back(
+        {kRotationPhaseAnnotation, std::string(RotationPhaseName(state.phase)),
+         "metadata.annotations[" + std::string(kRotationPhaseAnnotation) +
+             "] is \"trusting\", but the server certificate is already from the new CA; read as "
+             "\"overlapping\""});
+    state.phase = RotationPhase::kOverlapping;
   }
   if (state.phase == RotationPhase::kOverlapping) {
     const TimePoint latest = SaturatingAdd(LeafMovedAt(source, now), ca_overlap);

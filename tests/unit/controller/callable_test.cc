@@ -224,6 +224,51 @@ TEST_F(ServiceCheck, EndpointsThatAreNotReadyOrOnAnotherPortDoNotCount) {
   EXPECT_THAT(again.call_findings, IsEmpty());
 }
 
+TEST_F(ServiceCheck, AReadyThatIsNotABooleanIsNotReadyAndSaidInANote) {
+  client.Put(kube::kServices, Service("hook", {{{"port", 443}, {"name", "https"}}}));
+  client.Put(kube::kEndpointSlices,
+             Slice("hook",
+                   {{{"addresses", {"10.244.0.1"}}, {"conditions", {{"ready", "yes"}}}},
+                    {{"addresses", {"10.244.0.2"}}, {"conditions", {{"ready", 1}}}}},
+                   Json::array({{{"name", "https"}, {"port", 9443}}})));
+  CheckReport report = Report();
+  ASSERT_TRUE(CheckServices(client, report).has_value());
+  ASSERT_THAT(report.call_findings,
+              ElementsAre(IsFinding(FindingCode::kNoReadyEndpoints, "service/demo/hook")));
+  ASSERT_THAT(report.notes, SizeIs(1));
+  EXPECT_THAT(report.notes[0], HasSubstr("2 endpoints of service/demo/hook have a "
+                                         "conditions.ready that is not true or false"));
+}
+
+TEST_F(ServiceCheck, AServiceWithManyPortsIsAShortFinding) {
+  std::vector<Json> ports;
+  for (int port = 1; port <= 100000; ++port) {
+    ports.push_back({{"port", port}, {"name", "p" + std::to_string(port)}});
+  }
+  ports.erase(ports.begin() + 442);  // no 443
+  client.Put(kube::kServices, Service("hook", std::move(ports)));
+  CheckReport report = Report();
+  ASSERT_TRUE(CheckServices(client, report).has_value());
+  ASSERT_THAT(report.call_findings,
+              ElementsAre(IsFinding(FindingCode::kServicePortMissing, "service/demo/hook")));
+  EXPECT_THAT(report.call_findings[0].message,
+              HasSubstr("(it has 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 99989 more)"));
+  EXPECT_LT(report.call_findings[0].message.size(), 400u);
+}
+
+TEST_F(ServiceCheck, AnApiServerWithoutEndpointSlicesIsANote) {
+  client.Put(kube::kServices, Service("hook", {{{"port", 443}}}));
+  client.InjectFailure(Verb::kList, kube::kEndpointSlices,
+                       Error(ErrorCode::kNotFound,
+                             "the server could not find the requested "
+                             "resource"));
+  CheckReport report = Report();
+  ASSERT_TRUE(CheckServices(client, report).has_value());
+  EXPECT_THAT(report.call_findings, IsEmpty());
+  ASSERT_THAT(report.notes, SizeIs(1));
+  EXPECT_THAT(report.notes[0], HasSubstr("could not read the EndpointSlices of service/demo/hook"));
+}
+
 TEST_F(ServiceCheck, AnExternalNameServiceHasNoPortsOrEndpointsToCheck) {
   client.Put(kube::kServices, Service("hook", {}, "ExternalName"));
   CheckReport report = Report();

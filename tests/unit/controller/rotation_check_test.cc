@@ -59,6 +59,9 @@ struct Pair {
     source.ca_pem = two_cas ? pki::EncodeCertificateBundle({new_ca.certificate, old_ca.certificate})
                             : new_ca.certificate.ToPem();
     source.cert_pem = leaf.certificate.ToPem();
+    auto key = new_ca.key.ToPem();
+    EXPECT_TRUE(key.has_value());
+    source.ca_key_pem = key.value_or("");
     return source;
   }
 };
@@ -122,6 +125,36 @@ TEST(PruneNonCaCertificates, KeepsTheCasInOrderAndNamesWhatItRemoved) {
   EXPECT_FALSE(PruneNonCaCertificates(cas).has_value());   // nothing to prune
   EXPECT_FALSE(PruneNonCaCertificates(leaf).has_value());  // nothing to keep
   EXPECT_FALSE(PruneNonCaCertificates("garbage").has_value());
+}
+
+TEST(JudgeRotationState, ATrustingPhaseWhoseLeafIsFromTheNewCaIsReadAsOverlapping) {
+  const Pair pair;
+  const TimePoint latest = pair.clock.Now() + kDay;
+  // Set back to "trusting" by hand after step 2: the overlap must not end now.
+  const RotationReading judged = JudgeRotationState(Reading(RotationPhase::kTrusting, latest),
+                                                    pair.Source(true), kDay, pair.clock.Now());
+  EXPECT_EQ(judged.state.phase, RotationPhase::kOverlapping);
+  EXPECT_EQ(judged.state.previous_ca_until, latest);
+  EXPECT_THAT(judged.problems,
+              ElementsAre(AllOf(
+                  Field(&RotationProblem::annotation, kRotationPhaseAnnotation),
+                  Field(&RotationProblem::message, HasSubstr("already from the new CA; read as "
+                                                             "\"overlapping\"")))));
+
+  // Without previous-ca-until, the overlap is the one certctl would have written.
+  const RotationReading bare = JudgeRotationState(Reading(RotationPhase::kTrusting),
+                                                  pair.Source(true), kDay, pair.clock.Now());
+  EXPECT_EQ(bare.state.phase, RotationPhase::kOverlapping);
+  EXPECT_EQ(bare.state.previous_ca_until, latest);
+}
+
+TEST(JudgeRotationState, ATrustingPhaseWhoseLeafIsFromThePreviousCaStaysTrusting) {
+  Pair pair;
+  pair.leaf = MustLeaf(pair.old_ca, pair.clock.Now());
+  const RotationReading judged = JudgeRotationState(Reading(RotationPhase::kTrusting),
+                                                    pair.Source(true), kDay, pair.clock.Now());
+  EXPECT_EQ(judged.state.phase, RotationPhase::kTrusting);
+  EXPECT_THAT(judged.problems, IsEmpty());
 }
 
 }  // namespace
