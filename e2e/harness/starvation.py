@@ -1,9 +1,10 @@
 """Clients that try to starve an HTTP port, and a kubelet-like probe that must get through
 (tests/certctl/test_probe_starvation.py, bench/probe_bench.py).
 
-`Attack` holds connections from one address (127.0.0.1) in a thread of its own: slowloris
-connections send a header line every 3 s, slow ones a request one byte every 0.5 s, idle
-ones nothing; a connection the server closes is opened again at once. `probe()` is one GET
+`Attack` holds connections from one address (127.0.0.1, or `source`: the prober's own, as a
+neighbour on the node would) in a thread of its own: slowloris connections send a header
+line every 3 s, slow ones a request one byte every 0.5 s, idle ones nothing; a connection
+the server closes is opened again at once. `probe()` is one GET
 from another address (127.0.0.2: all of 127/8 is loopback on Linux) under the kubelet's
 default 1 s timeout.
 """
@@ -34,12 +35,12 @@ def raise_fd_limit():
 
 
 class _Held:
-    def __init__(self, kind, port):
-        self.kind = kind
+    def __init__(self, kind, port, source=ATTACKER):
+        self.kind, self.source = kind, source
         self.sent = 0
         self.next_send = time.monotonic()
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind((ATTACKER, 0))
+        self.sock.bind((source, 0))
         self.sock.setblocking(False)
         self.sock.connect_ex(("127.0.0.1", port))
 
@@ -57,8 +58,8 @@ class _Held:
 class Attack:
     """A context manager: the connections are opened on entry and closed on exit."""
 
-    def __init__(self, port, slowloris=0, slow=0, idle=0):
-        self.port = port
+    def __init__(self, port, slowloris=0, slow=0, idle=0, source=ATTACKER):
+        self.port, self.source = port, source
         self.counts = {"slowloris": slowloris, "slow": slow, "idle": idle}
         self.held = []
         self.reopened = 0
@@ -67,7 +68,7 @@ class Attack:
 
     def __enter__(self):
         for kind, count in self.counts.items():
-            self.held += [_Held(kind, self.port) for _ in range(count)]
+            self.held += [_Held(kind, self.port, self.source) for _ in range(count)]
         self._thread.start()
         return self
 
@@ -106,7 +107,7 @@ class Attack:
                 except OSError:
                     pass
                 self.held[i].sock.close()
-                self.held[i] = _Held(self.held[i].kind, self.port)
+                self.held[i] = _Held(self.held[i].kind, self.port, self.source)
                 self.reopened += 1
 
 

@@ -136,11 +136,11 @@ bool EventLoop::AcceptOne(Clock::time_point now) {
       return true;
     case EMFILE:
     case ENFILE:
-      // Out of descriptors: the oldest connection makes room for the new one (a probe
-      // must get its turn); with none to close, the spare descriptor lets the pending
+      // Out of descriptors: a silent connection, else the oldest, makes room for the new
+      // one (a probe must get its turn); with none to close, the spare descriptor lets the pending
       // connection be accepted and shut so that the loop does not spin on it.
       if (!connections_.empty()) {
-        Close(connections_.begin()->first);
+        EvictOneOf(AllConnections());
         return true;
       }
       if (reserve_ >= 0) {
@@ -172,21 +172,12 @@ void EventLoop::PauseAccepting(Clock::time_point now) {
 }
 
 void EventLoop::Admit(int socket, std::string peer, Clock::time_point now) {
-  // At a cap the oldest connection goes, never the new one: a fresh probe always gets its
-  // turn, and whoever holds connections open only loses its own oldest.
-  auto peer_ids = by_peer_.find(peer);
-  if (peer_ids != by_peer_.end() && peer_ids->second.size() >= limits_.connections_per_peer) {
-    Close(*peer_ids->second.begin());
-  }
-  if (connections_.size() >= limits_.connections) {
-    Close(connections_.begin()->first);
-  }
   const int yes = 1;
   ::setsockopt(socket, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
   const std::uint64_t id = next_id_++;
   Connection& connection = connections_[id];
   connection.socket = socket;
-  connection.peer = std::move(peer);
+  connection.peer = peer;
   connection.deadline = now + limits_.request_deadline;
   by_peer_[connection.peer].insert(id);
   connection.interest = EPOLLIN;
@@ -195,6 +186,59 @@ void EventLoop::Admit(int socket, std::string peer, Clock::time_point now) {
   event.data.u64 = id;
   if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, socket, &event) != 0) {
     Close(id);
+    return;
+  }
+  // What it sent already is read (and answered) before anything is evicted: a probe's
+  // request is usually there by the time it is accepted, and a connection that has spoken
+  // is the last to go.
+  OnEvent(id, EPOLLIN, now);
+  if (PeerConnections(peer).size() > limits_.connections_per_peer) {
+    // Each silent connection of this peer gets a read first: one that has sent its request
+    // since it was accepted is answered, not evicted in the same accept batch.
+    for (const std::uint64_t other : PeerConnections(peer)) {
+      const auto found = connections_.find(other);
+      if (found != connections_.end() && !found->second.spoke) {
+        OnEvent(other, EPOLLIN, now);
+      }
+    }
+    if (const auto ids = PeerConnections(peer); ids.size() > limits_.connections_per_peer) {
+      EvictOneOf(ids);
+    }
+  }
+  if (connections_.size() > limits_.connections) {
+    EvictOneOf(AllConnections());
+  }
+}
+
+std::vector<std::uint64_t> EventLoop::AllConnections() const {
+  std::vector<std::uint64_t> all;
+  all.reserve(connections_.size());
+  for (const auto& [id, connection] : connections_) {
+    all.push_back(id);
+  }
+  return all;
+}
+
+std::vector<std::uint64_t> EventLoop::PeerConnections(const std::string& peer) const {
+  const auto found = by_peer_.find(peer);
+  return found == by_peer_.end()
+             ? std::vector<std::uint64_t>()
+             : std::vector<std::uint64_t>(found->second.begin(), found->second.end());
+}
+
+// At a cap: the oldest connection that has sent nothing goes, else the oldest (`ids` oldest
+// first). A fresh probe always gets its turn, and whoever holds connections open loses its
+// own silent ones first.
+void EventLoop::EvictOneOf(const std::vector<std::uint64_t>& ids) {
+  for (const std::uint64_t id : ids) {
+    const auto found = connections_.find(id);
+    if (found != connections_.end() && !found->second.spoke) {
+      Close(id);
+      return;
+    }
+  }
+  if (!ids.empty()) {
+    Close(ids.front());
   }
 }
 
@@ -230,6 +274,7 @@ bool EventLoop::ReadAvailable(Connection& connection) {
     const auto got = ::recv(connection.socket, chunk.data(), room, 0);
     if (got > 0) {
       connection.in.append(chunk.data(), static_cast<std::size_t>(got));
+      connection.spoke = true;
     } else if (got == 0) {
       connection.peer_done = true;
     } else {

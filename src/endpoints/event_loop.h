@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "certctl/endpoints/server.h"
 #include "certctl/util/result.h"
@@ -45,6 +46,7 @@ class EventLoop {
     bool draining = false;  // answered, write side shut, reading to EOF before closing
     std::size_t drained = 0;
     bool peer_done = false;  // read EOF
+    bool spoke = false;      // sent at least one byte: evicted after the silent ones
     std::uint32_t interest = 0;
   };
 
@@ -52,6 +54,9 @@ class EventLoop {
   void AcceptReady(Clock::time_point now);
   bool AcceptOne(Clock::time_point now);
   void Admit(int socket, std::string peer, Clock::time_point now);
+  std::vector<std::uint64_t> PeerConnections(const std::string& peer) const;  // oldest first
+  std::vector<std::uint64_t> AllConnections() const;                          // oldest first
+  void EvictOneOf(const std::vector<std::uint64_t>& ids);
   void PauseAccepting(Clock::time_point now);
   void OnEvent(std::uint64_t id, std::uint32_t events, Clock::time_point now);
   bool ReadAvailable(Connection& connection);

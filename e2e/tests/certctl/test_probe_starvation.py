@@ -16,7 +16,7 @@ import pytest
 from harness.certctl import webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, stop_all
-from harness.starvation import Attack, probe, raise_fd_limit
+from harness.starvation import PROBER, Attack, probe, raise_fd_limit
 from harness.waiting import wait_for
 
 NS = "infra"
@@ -69,3 +69,31 @@ def test_probes_are_answered_while_clients_starve_the_health_port(ready_sidecar)
     assert ready_sidecar.alive(), ready_sidecar.describe()
     assert probe(port, "/healthz")[0] == 200
     assert ready_sidecar.readyz()[0] == 200
+
+
+SAME_ADDRESS_IDLE = 200
+
+
+@pytest.mark.time_limit(90)
+def test_probes_are_answered_while_their_own_address_floods_the_health_port(ready_sidecar):
+    """200 connections from the probes' own address (the node's, as the kubelet's), each
+    opened again as soon as the server closes it: far past the per-address cap, which must
+    evict the connections that have sent nothing, not a probe whose request is on its way."""
+    port = ready_sidecar.health_port
+    answers = []
+    with Attack(port, idle=SAME_ADDRESS_IDLE, source=PROBER) as attack:
+        deadline = time.monotonic() + ATTACK_SECONDS
+        while time.monotonic() < deadline:
+            for path in ("/healthz", "/readyz"):
+                status, body, _ = probe(port, path)
+                answers.append((path, status, body))
+            assert ready_sidecar.alive(), ready_sidecar.describe()
+            time.sleep(PROBE_GAP / 4)
+        reopened = attack.reopened
+    failed = [a for a in answers if a[1] != 200]
+    assert len(failed) < len(answers) / 100, (
+        f"{len(failed)} of {len(answers)} probes failed: {failed[:5]}\n"
+        f"{ready_sidecar.describe()}")
+    assert len(answers) >= 40
+    assert reopened > SAME_ADDRESS_IDLE  # the flood went on: the cap closed them again and again
+    assert ready_sidecar.alive(), ready_sidecar.describe()
