@@ -140,7 +140,7 @@ bool EventLoop::AcceptOne(Clock::time_point now) {
       // one (a probe must get its turn); with none to close, the spare descriptor lets the pending
       // connection be accepted and shut so that the loop does not spin on it.
       if (!connections_.empty()) {
-        EvictOneOf(AllConnections());
+        EvictOneOf(AllConnections(), 0);  // 0: no connection has that id
         return true;
       }
       if (reserve_ >= 0) {
@@ -202,11 +202,11 @@ void EventLoop::Admit(int socket, std::string peer, Clock::time_point now) {
       }
     }
     if (const auto ids = PeerConnections(peer); ids.size() > limits_.connections_per_peer) {
-      EvictOneOf(ids);
+      EvictOneOf(ids, id);
     }
   }
   if (connections_.size() > limits_.connections) {
-    EvictOneOf(AllConnections());
+    EvictOneOf(AllConnections(), id);
   }
 }
 
@@ -227,18 +227,23 @@ std::vector<std::uint64_t> EventLoop::PeerConnections(const std::string& peer) c
 }
 
 // At a cap: the oldest connection that has sent nothing goes, else the oldest (`ids` oldest
-// first). A fresh probe always gets its turn, and whoever holds connections open loses its
-// own silent ones first.
-void EventLoop::EvictOneOf(const std::vector<std::uint64_t>& ids) {
+// first), never `admitted`, the one that reached the cap. A fresh probe always gets its turn,
+// and whoever holds connections open loses its own silent ones first, then its oldest.
+void EventLoop::EvictOneOf(const std::vector<std::uint64_t>& ids, std::uint64_t admitted) {
+  std::optional<std::uint64_t> oldest;
   for (const std::uint64_t id : ids) {
     const auto found = connections_.find(id);
-    if (found != connections_.end() && !found->second.spoke) {
+    if (id == admitted || found == connections_.end()) {
+      continue;
+    }
+    if (!found->second.spoke) {
       Close(id);
       return;
     }
+    oldest = oldest.value_or(id);
   }
-  if (!ids.empty()) {
-    Close(ids.front());
+  if (oldest) {
+    Close(*oldest);
   }
 }
 

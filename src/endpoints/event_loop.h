@@ -56,7 +56,7 @@ class EventLoop {
   void Admit(int socket, std::string peer, Clock::time_point now);
   std::vector<std::uint64_t> PeerConnections(const std::string& peer) const;  // oldest first
   std::vector<std::uint64_t> AllConnections() const;                          // oldest first
-  void EvictOneOf(const std::vector<std::uint64_t>& ids);
+  void EvictOneOf(const std::vector<std::uint64_t>& ids, std::uint64_t admitted);
   void PauseAccepting(Clock::time_point now);
   void OnEvent(std::uint64_t id, std::uint32_t events, Clock::time_point now);
   bool ReadAvailable(Connection& connection);
