@@ -184,7 +184,8 @@ Result<std::optional<HostPort>> ParseServingAddress(const std::string& text) {
 void AddFailurePolicyOnceReadyFlag(CLI::App& app, std::string& policy) {
   app.add_option("--failure-policy-once-ready", policy,
                  "Once ready, set failurePolicy to this (only Fail) on every entry of the "
-                 "webhook configurations that has Ignore; never the other way; empty: off")
+                 "webhook configurations that has Ignore; never the other way; empty: off. A "
+                 "configuration annotated certctl.io/hold-failure-policy is left alone")
       ->check(CLI::IsMember({"Fail"}))
       ->type_name("POLICY");
 }

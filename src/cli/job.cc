@@ -245,6 +245,10 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
     if (!closed) {
       return Failed(command, closed.error().message());
     }
+    for (const std::string& object : closed->held) {
+      spdlog::warn("{} carries {}: its failurePolicy is left as it is", object,
+                   controller::kHoldFailurePolicyAnnotation);
+    }
     if (closed->entries == 0) {
       spdlog::info("every webhook entry already has failurePolicy Fail ({})", took());
     } else {

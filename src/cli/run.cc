@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
 #include "certctl/endpoints/server.h"
 #include "certctl/kube/names.h"
@@ -86,6 +87,11 @@ endpoints::Response Readyz(const loop::Sidecar& sidecar, const endpoints::Query&
   }
   for (const std::string& unknown : excluded) {
     listing += "warn: no check named \"" + unknown + "\" to exclude\n";
+  }
+  // Not a check (it changes no readiness), but what an operator in an incident looks for.
+  for (const std::string& object : sidecar.FailurePolicyHolds()) {
+    listing += "hold: " + object + " carries " + controller::kHoldFailurePolicyAnnotation +
+               ": certctl changes no failurePolicy in it\n";
   }
   if (query.contains("verbose")) {
     return {ready ? 200 : 503,

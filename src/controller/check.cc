@@ -3,6 +3,7 @@
 #include <set>
 
 #include "certctl/controller/callable.h"
+#include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
 #include "certctl/pki/certificate.h"
@@ -125,6 +126,10 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
   }
   report.other_findings.insert(report.other_findings.end(), targets->missing.begin(),
                                targets->missing.end());
+  for (const std::string& object : FailurePolicyHolds(targets->found)) {
+    report.notes.push_back(object + " carries " + kHoldFailurePolicyAnnotation +
+                           ": certctl changes no failurePolicy in it while it does");
+  }
   return {};
 }
 

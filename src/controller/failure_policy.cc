@@ -4,13 +4,47 @@
 
 namespace certctl::controller {
 
+bool HoldsFailurePolicy(const nlohmann::json& object) {
+  const nlohmann::json::json_pointer annotations("/metadata/annotations");
+  return object.contains(annotations) && object.at(annotations).is_object() &&
+         object.at(annotations).contains(kHoldFailurePolicyAnnotation);
+}
+
+std::vector<std::string> FailurePolicyHolds(const std::vector<TargetObject>& targets) {
+  std::vector<std::string> held;
+  for (const TargetObject& target : targets) {
+    const bool configuration = target.kind == inject::TargetKind::kValidatingWebhookConfiguration ||
+                               target.kind == inject::TargetKind::kMutatingWebhookConfiguration;
+    if (configuration && HoldsFailurePolicy(target.object)) {
+      held.push_back(TargetObjectName(target.kind, target.name));
+    }
+  }
+  return held;
+}
+
 Result<FailClosedOutcome> FailClosed(kube::Client& client,
                                      const std::vector<TargetObject>& targets) {
   FailClosedOutcome outcome;
+  outcome.held = FailurePolicyHolds(targets);
   for (const TargetObject& target : targets) {
     const inject::TargetKind kind = target.kind;
+    if (HoldsFailurePolicy(target.object)) {
+      continue;
+    }
     auto applied = PatchTarget(client, target, [kind](const nlohmann::json& object) {
-      return Result<std::optional<nlohmann::json>>(inject::FailClosedPatch(kind, object));
+      if (HoldsFailurePolicy(object)) {
+        return Result<std::optional<nlohmann::json>>(std::nullopt);
+      }
+      std::optional<nlohmann::json> patch = inject::FailClosedPatch(kind, object);
+      // Guarded by the version read as well: a hold put on since then makes the patch fail
+      // its test, and the object read again is left alone.
+      const nlohmann::json::json_pointer version("/metadata/resourceVersion");
+      if (patch && object.contains(version) && object.at(version).is_string()) {
+        nlohmann::json pinned = {
+            {"op", "test"}, {"path", version.to_string()}, {"value", object.at(version)}};
+        patch->insert(patch->begin(), std::move(pinned));
+      }
+      return Result<std::optional<nlohmann::json>>(std::move(patch));
     });
     if (!applied) {
       return Fail(applied.error().Wrap("set failurePolicy Fail"));

@@ -1,6 +1,7 @@
 // What the sidecar tells of its writes: log lines, metrics and Events; and the failurePolicy
 // it writes once ready.
 #include <algorithm>
+#include <utility>
 
 #include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
@@ -194,6 +195,34 @@ void Sidecar::NoteRepairs(const PassReport& report) {
                                 config_.instance, clock_.Now(), EventType::kWarning));
   }
   repair_due_at_ = report.held_back.empty() ? std::nullopt : damper_.NextRelease(now);
+}
+
+void Sidecar::NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets) {
+  std::vector<std::string> held = controller::FailurePolicyHolds(targets);
+  std::vector<std::string> before;
+  {
+    const std::lock_guard lock(state_mutex_);
+    before = std::exchange(failure_policy_held_, held);
+  }
+  for (const std::string& object : held) {
+    metrics_.failure_policy_held.Set({object}, 1);
+    if (std::find(before.begin(), before.end(), object) == before.end()) {
+      log_(LogLevel::kWarning, object + " carries " + controller::kHoldFailurePolicyAnnotation +
+                                   ": certctl changes no failurePolicy in it until it is removed");
+    }
+  }
+  for (const std::string& object : before) {
+    if (std::find(held.begin(), held.end(), object) == held.end()) {
+      metrics_.failure_policy_held.Set({object}, 0);
+      log_(LogLevel::kInfo,
+           object + " no longer carries " + controller::kHoldFailurePolicyAnnotation);
+    }
+  }
+}
+
+std::vector<std::string> Sidecar::FailurePolicyHolds() const {
+  const std::lock_guard lock(state_mutex_);
+  return failure_policy_held_;
 }
 
 void Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {

@@ -99,7 +99,13 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
       overwrites(registry.Counter("certctl_target_overwrites_total",
                                   "Repairs of a target's caBundle that another writer changed "
                                   "after this replica wrote it, by target (kind/name).",
-                                  {"target"})) {
+                                  {"target"})),
+      failure_policy_held(
+          registry.Gauge("certctl_failure_policy_held",
+                         "1 while a webhook configuration carries the annotation "
+                         "certctl.io/hold-failure-policy, by target (kind/name): with "
+                         "--failure-policy-once-ready, certctl changes no failurePolicy in it.",
+                         {"target"})) {
   for (FindingCode code : {FindingCode::kTargetNameNotCovered, FindingCode::kTargetInvalid}) {
     call_findings.Set({std::string(FindingCodeName(code))}, 0);
   }
@@ -271,6 +277,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (role == Role::kLeader) {
     NoteRepairs(*report);
     RecordWrites(*report);
+  }
+  if (role == Role::kLeader && config_.fail_closed_once_ready && !report->targets.empty()) {
+    NoteFailurePolicyHolds(report->targets);
   }
   if (role == Role::kLeader && config_.fail_closed_once_ready && pass_ready) {
     bool ready = false;

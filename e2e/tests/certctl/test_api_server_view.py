@@ -845,3 +845,50 @@ def test_run_fails_closed_once_the_webhook_serves_and_never_reopens(cluster, sid
     assert policies(cluster) == ["Fail", "Fail"]
     assert [w for w in writes_by(cluster, USER)
             if w[2] == "validatingwebhookconfigurations"] == []
+
+
+HOLD = "certctl.io/hold-failure-policy"
+
+
+@pytest.mark.backends("emulator", "real")
+def test_the_hold_annotation_makes_an_operators_ignore_stick(cluster, sidecars, certctl_binary):
+    """Break-glass: in an incident the operator annotates the configuration and sets Ignore;
+    certctl leaves every failurePolicy in it alone and says so in /readyz?verbose, its metrics
+    and `check`, until the annotation is removed."""
+    cluster.kubectl("create", "namespace", NS)
+    cluster.add_user("checker", checker_rules())
+    apply(cluster, vwc("hook", ["a.example.com", "b.example.com"],
+                       policies=["Ignore", "Ignore"]))
+    sidecar = sidecars("hook", "--failure-policy-once-ready", "Fail")
+    wait_for(lambda: policies(cluster) == ["Fail", "Fail"], "failurePolicy Fail",
+             watch=[sidecar])
+
+    cluster.kubectl("annotate", "validatingwebhookconfiguration", "hook", f"{HOLD}=incident-4711")
+    cluster.reset_request_log()
+    cluster.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
+                    json.dumps([{"op": "replace", "path": f"/webhooks/{i}/failurePolicy",
+                                 "value": "Ignore"} for i in (0, 1)]))
+    # The change starts a pass (a watched target changed), and more follow: Ignore stays.
+    more_passes(cluster, sidecar, lambda: sidecar.send(signal.SIGHUP), "SIGHUP")
+    more_passes(cluster, sidecar, lambda: sidecar.send(signal.SIGHUP), "another SIGHUP")
+    assert policies(cluster) == ["Ignore", "Ignore"]
+    assert [w for w in writes_by(cluster, USER)
+            if w[2] == "validatingwebhookconfigurations"] == []
+    status, body = sidecar.get("/readyz?verbose")[:2]
+    assert status == 200, body
+    assert (f"hold: validatingwebhookconfiguration/hook carries {HOLD}: certctl changes no "
+            "failurePolicy in it") in body, body
+    metrics, _ = sidecar.metrics()
+    assert 'certctl_failure_policy_held{target="validatingwebhookconfiguration/hook"} 1' in \
+        metrics, metrics
+    result = check(cluster, certctl_binary)
+    assert (f"validatingwebhookconfiguration/hook carries {HOLD}: certctl changes no "
+            "failurePolicy in it while it does") in result.stdout + result.stderr, result
+
+    # The incident is over: the hold comes off, and Fail comes back.
+    cluster.kubectl("annotate", "validatingwebhookconfiguration", "hook", f"{HOLD}-")
+    wait_for(lambda: policies(cluster) == ["Fail", "Fail"], "failurePolicy Fail again",
+             bound=10, watch=[sidecar], poll=0.1)
+    wait_for(lambda: 'certctl_failure_policy_held{target="validatingwebhookconfiguration/hook"} 0'
+             in sidecar.metrics()[0], "the hold's gauge at 0", bound=5, watch=[sidecar])
+    assert "hold:" not in sidecar.get("/readyz?verbose")[1]

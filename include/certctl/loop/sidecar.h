@@ -75,6 +75,8 @@ struct SidecarMetrics {
   metrics::Family& call_findings;
   // {target="kind/name"}: repairs of a caBundle another writer changed after certctl wrote it.
   metrics::Family& overwrites;
+  // {target="kind/name"}: 1 while a webhook configuration carries the failurePolicy hold.
+  metrics::Family& failure_policy_held;
 };
 
 // The sidecar controller: watches the Secret and every target, runs one reconcile pass at
@@ -109,6 +111,9 @@ class Sidecar {
   std::optional<std::string> NotReady(const std::set<std::string>& excluded = {}) const;
   // Every check, in the order above.
   std::vector<ReadinessCheck> Readiness() const;
+  // With --failure-policy-once-ready: the webhook configurations whose failurePolicy certctl
+  // leaves alone, as the leader last read them ("validatingwebhookconfiguration/x").
+  std::vector<std::string> FailurePolicyHolds() const;
   // Liveness: the loop went round within the last minute.
   bool Alive() const;
 
@@ -132,6 +137,9 @@ class Sidecar {
   void TellWrites(const PassReport& report);
   // An Event for every write the pass made, so `kubectl describe` tells what certctl did.
   void RecordWrites(const PassReport& report);
+  // The holds on failurePolicy among the targets a leader pass read: kept for /readyz,
+  // exported, and logged when one is put on or taken off.
+  void NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets);
   // Repeats the serving handshake: soon after each pass, then every few seconds.
   void ServingLoop();
   // The `certificate` and `injected` checks from a pass (or a failed one: not ready, and
@@ -190,12 +198,13 @@ class Sidecar {
   std::optional<ReadinessCheck> serving_;    // with SidecarConfig::serving
   bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
-  std::optional<TimePoint> valid_until_;     // notAfter of the leaf (or CA) last judged
-  std::optional<TimePoint> next_step_at_;    // a CA rotation's next step (loop thread only)
-  BundleHold bundle_hold_;                   // for the wait before step 2 (loop thread only)
-  bool folder_stale_ = false;                // the last pass could not write the folder (loop)
-  std::set<std::string> told_foreign_sets_;  // lookalike set folders warned of (loop thread)
-  bool serving_probe_due_ = false;           // a pass ended: handshake again now (stop_mutex_)
+  std::vector<std::string> failure_policy_held_;  // FailurePolicyHolds()
+  std::optional<TimePoint> valid_until_;          // notAfter of the leaf (or CA) last judged
+  std::optional<TimePoint> next_step_at_;         // a CA rotation's next step (loop thread only)
+  BundleHold bundle_hold_;                        // for the wait before step 2 (loop thread only)
+  bool folder_stale_ = false;                     // the last pass could not write the folder (loop)
+  std::set<std::string> told_foreign_sets_;       // lookalike set folders warned of (loop thread)
+  bool serving_probe_due_ = false;                // a pass ended: handshake again now (stop_mutex_)
   // Watches currently failing: while any is, the loop polls, since no event would tell it
   // that someone wiped a caBundle meanwhile.
   std::atomic<int> failing_watches_{0};

@@ -334,6 +334,50 @@ TEST(FailClosed, IgnoreBecomesFailAndASecondRunWritesNothing) {
   EXPECT_EQ(client.WriteCount(), 0);
 }
 
+TEST(FailClosed, AConfigurationCarryingTheHoldIsLeftAsItIs) {
+  FakeClient client;
+  Json held =
+      WebhookConfiguration("hook", {WebhookEntry("a.example.com", kNs).FailurePolicy("Ignore")});
+  held["metadata"]["annotations"] = {{kHoldFailurePolicyAnnotation, "incident 4711"}};
+  client.Put(kube::kValidatingWebhookConfigurations, held);
+  client.Put(
+      kube::kMutatingWebhookConfigurations,
+      WebhookConfiguration("m", {WebhookEntry("m.example.com", kNs).FailurePolicy("Ignore")}));
+  const std::vector<TargetObject> targets{
+      {TargetKind::kValidatingWebhookConfiguration, "hook",
+       *client.Object(kube::kValidatingWebhookConfigurations, "", "hook")},
+      {TargetKind::kMutatingWebhookConfiguration, "m",
+       *client.Object(kube::kMutatingWebhookConfigurations, "", "m")}};
+  EXPECT_THAT(FailurePolicyHolds(targets), ElementsAre("validatingwebhookconfiguration/hook"));
+  client.ClearRequests();
+  auto closed = FailClosed(client, targets);
+  ASSERT_TRUE(closed.has_value()) << closed.error().message();
+  EXPECT_THAT(closed->held, ElementsAre("validatingwebhookconfiguration/hook"));
+  EXPECT_THAT(closed->patched, ElementsAre("mutatingwebhookconfiguration/m"));
+  EXPECT_EQ(client.Object(kube::kValidatingWebhookConfigurations, "", "hook")
+                ->at("webhooks")[0]["failurePolicy"],
+            "Ignore");
+  EXPECT_EQ(client.CountOf(Verb::kPatch, kube::kValidatingWebhookConfigurations), 0);
+}
+
+TEST(FailClosed, AHoldPutOnAfterTheReadIsHonoured) {
+  FakeClient client;
+  Json open =
+      WebhookConfiguration("hook", {WebhookEntry("a.example.com", kNs).FailurePolicy("Ignore")});
+  client.Put(kube::kValidatingWebhookConfigurations, open);
+  const TargetObject stale{TargetKind::kValidatingWebhookConfiguration, "hook",
+                           *client.Object(kube::kValidatingWebhookConfigurations, "", "hook")};
+  // An operator annotates the configuration between certctl's read and its patch.
+  open["metadata"]["annotations"] = {{kHoldFailurePolicyAnnotation, ""}};
+  client.Put(kube::kValidatingWebhookConfigurations, open);
+  auto closed = FailClosed(client, {stale});
+  ASSERT_TRUE(closed.has_value()) << closed.error().message();
+  EXPECT_EQ(closed->entries, 0);
+  EXPECT_EQ(client.Object(kube::kValidatingWebhookConfigurations, "", "hook")
+                ->at("webhooks")[0]["failurePolicy"],
+            "Ignore");
+}
+
 TEST(FailClosed, AnEntryMovedMeanwhileIsReadAgainAndStillClosed) {
   FakeClient client;
   client.Put(
