@@ -36,6 +36,7 @@ import uuid
 
 from harness.api_server import admission_call
 from harness.api_server import bundle_fingerprints as fingerprints
+from soak.background import Background
 
 __all__ = ["AdmissionCaller", "CachedView", "Call", "KubeApiServerCaller", "classify",
            "classify_answer", "entries", "fingerprints"]
@@ -94,27 +95,24 @@ def entries(obj):
     return out
 
 
-class CachedView:
+class CachedView(Background):
     """What the API server's own cache of an informer's objects holds: each version becomes
     visible `delay` seconds after the watch delivered it (one API server among several, its
     cache a little behind; real ones lag by milliseconds to seconds)."""
 
     def __init__(self, informer, delay):
+        super().__init__("api-server-cache", 0.01)
         self.informer, self.delay = informer, delay
         self._history = collections.deque()   # (monotonic, items)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="api-server-cache", daemon=True)
+        self._last = None
 
-    def _run(self):
-        last = None
-        while not self._stop.is_set():
-            items = self.informer.items()
-            if items != last:
-                with self._lock:
-                    self._history.append((time.monotonic(), items))
-                last = items
-            self._stop.wait(0.01)
+    def step(self):
+        items = self.informer.items()
+        if items != self._last:
+            with self._lock:
+                self._history.append((time.monotonic(), items))
+            self._last = items
 
     def items(self):
         cutoff = time.monotonic() - self.delay
@@ -125,16 +123,8 @@ class CachedView:
                 return []
             return self._history[0][1]
 
-    def start(self):
-        self._thread.start()
-        return self
 
-    def stop(self):
-        self._stop.set()
-        self._thread.join(5)
-
-
-class AdmissionCaller:
+class AdmissionCaller(Background):
     """Calls every entry of every object the informers in `targets` hold, through
     `router(namespace, service) -> [(pod, port), ...]` (the ready endpoints), every
     `interval` seconds, until stopped. `timeout` is the webhook's own default (timeoutSeconds
@@ -142,21 +132,12 @@ class AdmissionCaller:
     on its thread."""
 
     def __init__(self, targets, router, on_failure, on_success, interval=0.02, timeout=10.0):
+        super().__init__("admission-caller", interval)
         self.targets, self.router = targets, router
         self.on_failure, self.on_success = on_failure, on_success
-        self.interval, self.timeout = interval, timeout
+        self.timeout = timeout
         self._turn = itertools.count()
         self._contexts = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="admission-caller", daemon=True)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(30)
 
     def _context(self, bundle):
         context = self._contexts.get(bundle)
@@ -180,7 +161,7 @@ class AdmissionCaller:
         except (OSError, ValueError):
             return None
 
-    def _round(self):
+    def step(self):
         for informer in self.targets:
             for obj in informer.items():
                 for label, namespace, service, bundle in entries(obj):
@@ -213,12 +194,6 @@ class AdmissionCaller:
         else:
             self.on_success(label)
 
-    def _run(self):
-        while not self._stop.is_set():
-            started = time.monotonic()
-            self._round()
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
-
 
 # kube-apiserver's words for each cause, in the order they are tried (its webhook client's
 # errors: Go's crypto/x509 and net, the service resolver's).
@@ -245,7 +220,7 @@ def classify_answer(text):
     return "bad-answer"
 
 
-class KubeApiServerCaller:
+class KubeApiServerCaller(Background):
     """The real backend's admission calls: every `interval` seconds a dry-run ConfigMap create
     in `namespace`, which kube-apiserver sends through every entry of the targets (mutating
     ones in turn, then the validating ones); `targets` are the informers of the
@@ -256,22 +231,13 @@ class KubeApiServerCaller:
 
     def __init__(self, cluster, targets, namespace, on_failure, on_success, interval=0.05,
                  timeout=15.0):
+        super().__init__("admission-caller", interval)
         self.cluster, self.targets = cluster, targets
         self.on_failure, self.on_success = on_failure, on_success
-        self.interval, self.timeout = interval, timeout
+        self.timeout = timeout
         self.path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
         self.requests = 0
         self.failed = collections.Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="admission-caller", daemon=True)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(30)
 
     def _entries(self):
         """[(webhook name, label, kind, caBundle PEM)], mutating ones first."""
@@ -282,7 +248,7 @@ class KubeApiServerCaller:
                     out.append((hook.get("name", ""), label, bundle))
         return out
 
-    def _call(self):
+    def step(self):
         known = self._entries()
         body = {"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": f"soak-{uuid.uuid4().hex[:12]}"}}
@@ -328,12 +294,6 @@ class KubeApiServerCaller:
         host = CALLED_HOST.search(reason)
         self.on_failure(Call(now, label, host.group(1) if host else "?", None, cause,
                              f"{resp.status}: {reason[:300]}", trusted, until=answered))
-
-    def _run(self):
-        while not self._stop.is_set():
-            started = time.monotonic()
-            self._call()
-            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def metrics(self):
         """{webhook name: (calls, failed calls)} as kube-apiserver's own metrics count them:

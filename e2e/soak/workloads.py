@@ -42,6 +42,7 @@ from harness.kubelet import (ContainerProcess, ConfigError, free_ports,  # noqa:
                              pod_container, rewrite_flags)
 from harness.naive_rotation import publish_folder  # noqa: E402
 from harness.sidecar import WEBHOOK_SERVER  # noqa: E402
+from soak.background import Background  # noqa: E402
 
 __all__ = ["Deployments", "EndpointSliceWriter", "VolumePod", "WEBHOOK_SERVER", "peak_rss_kib"]
 
@@ -182,7 +183,7 @@ class Pod:
         return [c for c in (self.sidecar, self.server) if c is not None]
 
 
-class Deployments:
+class Deployments(Background):
     """Runs the pods of every Deployment in `namespace`, read from `deployments` (an
     Informer); `services` (an Informer) gives the Services whose endpoints it answers for.
     `image_map` maps image repositories to local executables; `log(text)` records what it
@@ -199,9 +200,8 @@ class Deployments:
         self.gone = []               # pods removed, kept for the report
         self._random = random.Random(seed)
         self._lock = threading.RLock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="kubelet", daemon=True)
         self.errors = []
+        super().__init__("kubelet", TICK, errors=self.errors)
 
     # -- kube-proxy -------------------------------------------------------------------------
 
@@ -344,7 +344,7 @@ class Deployments:
             victim = sorted(new, key=lambda p: (p.ready, -p.created))[0]
             self._remove(victim, f"scaled to {desired}")
 
-    def _tick(self):
+    def step(self):
         now = time.monotonic()
         with self._lock:
             for pod in list(self.pods.values()):
@@ -361,21 +361,8 @@ class Deployments:
                 for container in pod.containers():
                     container.sample()
 
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                self._tick()
-            except Exception as e:  # noqa: BLE001 - a kubelet bug must show in the report
-                self.errors.append(f"{type(e).__name__}: {e}")
-            self._stop.wait(TICK)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
+    def stop(self, timeout=10):
+        super().stop(timeout)
         with self._lock:
             pods = list(self.pods.values())
         for pod in pods:
@@ -456,7 +443,7 @@ class VolumePod:
         self.process.stop()
 
 
-class EndpointSliceWriter:
+class EndpointSliceWriter(Background):
     """The EndpointSlice controller, for a real API server (whose webhook and aggregator
     calls go to the addresses the Service's EndpointSlices hold): every TICK, each Service in
     `services` (an Informer) gets one slice per endpoint `router(namespace, service)` gives,
@@ -469,14 +456,12 @@ class EndpointSliceWriter:
     MANAGER = "soak-endpointslice-writer"
 
     def __init__(self, cluster, namespace, services, router, host, errors):
+        super().__init__("endpointslices", TICK, errors=errors, what="endpointslices: ")
         self.cluster, self.namespace = cluster, namespace
         self.services, self.router, self.host = services, router, host
         self.path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
         self.written = {}            # slice name -> the slice as last written
         self.synced_at = None        # when the last change was written
-        self.errors = errors
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="endpointslices", daemon=True)
 
     def _desired(self):
         out = {}
@@ -503,7 +488,7 @@ class EndpointSliceWriter:
             return False
         return self._desired() == self.written
 
-    def _sync(self):
+    def step(self):
         desired = self._desired()
         if desired == self.written and self.synced_at is not None:
             return
@@ -522,19 +507,3 @@ class EndpointSliceWriter:
                 raise RuntimeError(f"endpointslice {name}: {resp.status} {resp.body[:300]!r}")
             self.written[name] = obj
         self.synced_at = time.monotonic()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                self._sync()
-            except Exception as e:  # noqa: BLE001 - a controller bug must show in the report
-                self.errors.append(f"endpointslices: {type(e).__name__}: {e}")
-            self._stop.wait(TICK)
-
-    def start(self):
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)

@@ -45,19 +45,26 @@ def ready_sidecar(cluster, certctl_binary, tmp_path):
         stop_all([sidecar])
 
 
+def probe_while_attacked(sidecar, gap):
+    """[(path, status, body)] of /healthz and /readyz probes, a pair every `gap` seconds for
+    ATTACK_SECONDS; the process must stay up throughout."""
+    answers = []
+    deadline = time.monotonic() + ATTACK_SECONDS
+    while time.monotonic() < deadline:
+        for path in ("/healthz", "/readyz"):
+            status, body, _ = probe(sidecar.health_port, path)
+            answers.append((path, status, body))
+        assert sidecar.alive(), sidecar.describe()
+        time.sleep(gap)
+    return answers
+
+
 @pytest.mark.time_limit(90)
 def test_probes_are_answered_while_clients_starve_the_health_port(ready_sidecar):
     assert raise_fd_limit() >= SLOWLORIS + SLOW + IDLE + 100, "the test needs more descriptors"
     port = ready_sidecar.health_port
-    answers = []
     with Attack(port, slowloris=SLOWLORIS, slow=SLOW, idle=IDLE) as attack:
-        deadline = time.monotonic() + ATTACK_SECONDS
-        while time.monotonic() < deadline:
-            for path in ("/healthz", "/readyz"):
-                status, body, _ = probe(port, path)
-                answers.append((path, status, body))
-            assert ready_sidecar.alive(), ready_sidecar.describe()
-            time.sleep(PROBE_GAP)
+        answers = probe_while_attacked(ready_sidecar, PROBE_GAP)
         reopened = attack.reopened
     failed = [a for a in answers if a[1] != 200]
     assert not failed, (f"{len(failed)} of {len(answers)} probes failed: {failed[:5]}\n"
@@ -80,15 +87,8 @@ def test_probes_are_answered_while_their_own_address_floods_the_health_port(read
     opened again as soon as the server closes it: far past the per-address cap, which must
     evict the connections that have sent nothing, not a probe whose request is on its way."""
     port = ready_sidecar.health_port
-    answers = []
     with Attack(port, idle=SAME_ADDRESS_IDLE, source=PROBER) as attack:
-        deadline = time.monotonic() + ATTACK_SECONDS
-        while time.monotonic() < deadline:
-            for path in ("/healthz", "/readyz"):
-                status, body, _ = probe(port, path)
-                answers.append((path, status, body))
-            assert ready_sidecar.alive(), ready_sidecar.describe()
-            time.sleep(PROBE_GAP / 4)
+        answers = probe_while_attacked(ready_sidecar, PROBE_GAP / 4)
         reopened = attack.reopened
     failed = [a for a in answers if a[1] != 200]
     assert len(failed) < len(answers) / 100, (

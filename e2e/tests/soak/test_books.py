@@ -87,7 +87,7 @@ def test_each_cause_is_read_from_the_api_servers_words():
 
 def test_an_admitted_create_is_one_call_of_every_entry():
     call, api, failures, successes = caller([Answer(201, "{}")])
-    call._call()
+    call.step()
     assert sorted(successes) == ["mutating/hook-m[0]", "validating/hook[0]"]
     assert failures == []
     path, body = api.posts[0]
@@ -99,7 +99,7 @@ def test_a_failed_validating_call_follows_an_admitting_mutating_one():
     call, _, failures, successes = caller([refused(
         "v.example.com", "tls: failed to verify certificate: x509: certificate signed by "
                          "unknown authority")])
-    call._call()
+    call.step()
     assert successes == ["mutating/hook-m[0]"]
     [failed] = failures
     assert (failed.target, failed.host, failed.cause) == (
@@ -112,14 +112,14 @@ def test_a_failed_mutating_call_stops_the_request_and_no_bundle_is_named():
     call, _, failures, successes = caller([refused(
         "m.example.com", "tls: failed to verify certificate: x509: certificate signed by "
                          "unknown authority")], bundle="")
-    call._call()
+    call.step()
     assert successes == []
     assert [(f.target, f.cause) for f in failures] == [("mutating/hook-m[0]", "no-bundle")]
 
 
 def test_an_answer_that_names_no_webhook_is_the_api_servers_own_failure():
     call, _, failures, _ = caller([Answer(503, json.dumps({"message": "etcdserver: timeout"}))])
-    call._call()
+    call.step()
     assert [(f.cause, f.detail) for f in failures] == [("api-server", "503: etcdserver: timeout")]
     assert not call.failed
 
@@ -148,7 +148,7 @@ def test_a_call_answered_after_an_event_began_counts_against_it():
     event = ledger.begin(Event("fight", "another writer", {"unknown-authority": "the fight"}))
     call, _, failures, _ = caller([refused(
         "v.example.com", "x509: certificate signed by unknown authority")])
-    call._call()
+    call.step()
     [failed] = failures
     failed.at, failed.until = 9.9, 10.1
     ledger.failure(failed)
