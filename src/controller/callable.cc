@@ -294,9 +294,10 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
         }
       }
       if (malformed > 0) {
-        report.notes.push_back(std::to_string(malformed) + " endpoint" +
-                               (malformed == 1 ? "" : "s") + " of " + object +
-                               " have a conditions.ready that is not true or false; counted as "
+        report.notes.push_back(std::to_string(malformed) +
+                               (malformed == 1 ? " endpoint of " : " endpoints of ") + object +
+                               (malformed == 1 ? " has" : " have") +
+                               " a conditions.ready that is not true or false; counted as "
                                "not ready");
       }
       if (ready == 0) {
