@@ -10,13 +10,18 @@ default 1 s timeout.
 """
 
 import http.client
+import json
 import resource
 import select
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
-__all__ = ["ATTACKER", "PROBER", "KUBELET_TIMEOUT", "Attack", "probe", "raise_fd_limit"]
+__all__ = ["ATTACKER", "PROBER", "KUBELET_TIMEOUT", "Attack", "AttackProcess", "probe",
+           "raise_fd_limit"]
 
 ATTACKER = "127.0.0.1"
 PROBER = "127.0.0.2"
@@ -127,3 +132,42 @@ def probe(port, path, timeout=KUBELET_TIMEOUT):
         return None, f"{type(e).__name__}: {e}", time.monotonic() - started
     finally:
         conn.close()
+
+
+class AttackProcess:
+    """An Attack in a process of its own, as a neighbour on the node is: the prober's own
+    interpreter never waits for the attacker's thread between a probe's connect and its
+    request. `reopened` is known once the context is left."""
+
+    def __init__(self, port, slowloris=0, slow=0, idle=0, source=ATTACKER):
+        self.args = {"port": port, "slowloris": slowloris, "slow": slow, "idle": idle,
+                     "source": source}
+        self.reopened = None
+        self._proc = None
+
+    def __enter__(self):
+        self._proc = subprocess.Popen([sys.executable, __file__, json.dumps(self.args)],
+                                      stdout=subprocess.PIPE, text=True)
+        if self._proc.stdout.readline().strip() != "attacking":
+            raise RuntimeError("the attack process did not start")
+        return self
+
+    def __exit__(self, *exc):
+        self._proc.send_signal(signal.SIGTERM)
+        out, _ = self._proc.communicate(timeout=20)
+        self.reopened = json.loads(out.strip().splitlines()[-1])["reopened"]
+
+
+def _attack_until_terminated(args):
+    raise_fd_limit()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with Attack(**args) as attack:
+        print("attacking", flush=True)
+        stop.wait()
+        reopened = attack.reopened
+    print(json.dumps({"reopened": reopened}), flush=True)
+
+
+if __name__ == "__main__":
+    _attack_until_terminated(json.loads(sys.argv[1]))

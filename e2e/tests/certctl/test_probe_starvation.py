@@ -16,7 +16,7 @@ import pytest
 from harness.certctl import webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, stop_all
-from harness.starvation import PROBER, Attack, probe, raise_fd_limit
+from harness.starvation import PROBER, Attack, AttackProcess, probe, raise_fd_limit
 from harness.waiting import wait_for
 
 NS = "infra"
@@ -87,9 +87,10 @@ def test_probes_are_answered_while_their_own_address_floods_the_health_port(read
     opened again as soon as the server closes it: far past the per-address cap, which must
     evict the connections that have sent nothing, not a probe whose request is on its way."""
     port = ready_sidecar.health_port
-    with Attack(port, idle=SAME_ADDRESS_IDLE, source=PROBER) as attack:
+    # The neighbour is a process of its own, as on a node.
+    with AttackProcess(port, idle=SAME_ADDRESS_IDLE, source=PROBER) as attack:
         answers = probe_while_attacked(ready_sidecar, PROBE_GAP / 4)
-        reopened = attack.reopened
+    reopened = attack.reopened
     failed = [a for a in answers if a[1] != 200]
     assert len(failed) < len(answers) / 100, (
         f"{len(failed)} of {len(answers)} probes failed: {failed[:5]}\n"
