@@ -4,9 +4,9 @@
 `Attack` holds connections from one address (127.0.0.1, or `source`: the prober's own, as a
 neighbour on the node would) in a thread of its own: slowloris connections send a header
 line every 3 s, slow ones a request one byte every 0.5 s, idle ones nothing; a connection
-the server closes is opened again at once. `AttackProcess` runs one in a process of its own. `probe()` is one GET
-from another address (127.0.0.2: all of 127/8 is loopback on Linux) under the kubelet's
-default 1 s timeout.
+the server closes is opened again at once; `AttackProcess` runs one in a process of its own.
+`probe()` is one GET from another address (127.0.0.2: all of 127/8 is loopback on Linux)
+under the kubelet's default 1 s timeout.
 """
 
 import http.client
