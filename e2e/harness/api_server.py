@@ -194,6 +194,25 @@ def served_serials(*logs):
     return serials
 
 
+def dry_run_admission(cluster, namespace, prefix, timeout):
+    """One dry-run ConfigMap create in `namespace`: kube-apiserver sends it through every
+    webhook entry that matches ConfigMap creates (sideEffects None), writing nothing. Returns
+    (status, message): 201 and "" when admitted, else the Status message of the refusal.
+    Raises OSError or HTTPException when no answer came."""
+    body = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": f"{prefix}-{uuid.uuid4().hex[:12]}"}}
+    resp = cluster.api("POST", f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All", body,
+                       timeout=timeout)
+    if resp.status == 201:
+        return 201, ""
+    message = resp.body.decode(errors="replace")
+    try:
+        message = resp.json().get("message", message)
+    except ValueError:
+        pass
+    return resp.status, message
+
+
 class RealAdmissionProbe(ApiServerProbe):
     """The probe of the real backend: each round reads the targets' bundles (what the API
     server trusts now) and sends one dry-run ConfigMap create; a create the API server did
@@ -205,26 +224,19 @@ class RealAdmissionProbe(ApiServerProbe):
     def __init__(self, cluster, paths, served, namespace, interval=0.02, timeout=15.0):
         super().__init__(cluster, paths, lambda: [], None, namespace, interval, timeout)
         self.served = served
-        self._path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
 
     def _round(self):
         entries = sum(len(obj.get("webhooks") or [None]) for _, obj in self._targets())
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": f"probe-{uuid.uuid4().hex[:12]}"}}
         try:
-            resp = self.cluster.api("POST", self._path, body, timeout=self.timeout)
+            status, message = dry_run_admission(self.cluster, self.namespace, "probe",
+                                                self.timeout)
         except (OSError, http.client.HTTPException) as e:
             self.read_errors.append((time.monotonic(), "configmaps", f"{type(e).__name__}: {e}"))
         else:
-            if resp.status == 201:
+            if status == 201:
                 self.calls += entries
             else:
-                message = resp.body.decode(errors="replace")
-                try:
-                    message = resp.json().get("message", message)
-                except ValueError:
-                    pass
-                self.failures.append((time.monotonic(), "configmaps", resp.status,
+                self.failures.append((time.monotonic(), "configmaps", status,
                                       self.bundles_seen[-1:], message))
         for serial in self.served():
             if serial not in self.leaves_seen:

@@ -32,9 +32,8 @@ import socket
 import ssl
 import threading
 import time
-import uuid
 
-from harness.api_server import admission_call
+from harness.api_server import admission_call, dry_run_admission
 from harness.api_server import bundle_fingerprints as fingerprints
 from soak.background import Background
 
@@ -234,13 +233,11 @@ class KubeApiServerCaller(Background):
         super().__init__("admission-caller", interval)
         self.cluster, self.targets = cluster, targets
         self.on_failure, self.on_success = on_failure, on_success
-        self.timeout = timeout
-        self.path = f"/api/v1/namespaces/{namespace}/configmaps?dryRun=All"
-        self.requests = 0
+        self.namespace, self.timeout = namespace, timeout
         self.failed = collections.Counter()
 
     def _entries(self):
-        """[(webhook name, label, kind, caBundle PEM)], mutating ones first."""
+        """[(webhook name, label, caBundle PEM)], mutating ones first."""
         out = []
         for informer in sorted(self.targets, key=lambda i: "mutating" not in i.path):
             for obj in sorted(informer.items(), key=lambda o: o["metadata"]["name"]):
@@ -250,30 +247,22 @@ class KubeApiServerCaller(Background):
 
     def step(self):
         known = self._entries()
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": f"soak-{uuid.uuid4().hex[:12]}"}}
         now = time.monotonic()
         try:
-            resp = self.cluster.api("POST", self.path, body, timeout=self.timeout)
+            status, text = dry_run_admission(self.cluster, self.namespace, "soak", self.timeout)
         except (OSError, http.client.HTTPException) as e:
             self.on_failure(Call(now, "configmaps", "kube-apiserver", None, "api-server",
                                  f"{type(e).__name__}: {e}", until=time.monotonic()))
             return
         answered = time.monotonic()
-        self.requests += 1
-        if resp.status == 201:
+        if status == 201:
             for _, label, _ in known:
                 self.on_success(label)
             return
-        text = resp.body.decode(errors="replace")
-        try:
-            text = resp.json().get("message", text)
-        except ValueError:
-            pass
         failed = FAILED_CALL.search(text)
         if failed is None:
             self.on_failure(Call(now, "configmaps", "kube-apiserver", None, "api-server",
-                                 f"{resp.status}: {text[:300]}", until=answered))
+                                 f"{status}: {text[:300]}", until=answered))
             return
         name, reason = failed.groups()
         self.failed[name] += 1
@@ -293,7 +282,7 @@ class KubeApiServerCaller(Background):
             trusted = ["unparsable"]
         host = CALLED_HOST.search(reason)
         self.on_failure(Call(now, label, host.group(1) if host else "?", None, cause,
-                             f"{resp.status}: {reason[:300]}", trusted, until=answered))
+                             f"{status}: {reason[:300]}", trusted, until=answered))
 
     def metrics(self):
         """{webhook name: (calls, failed calls)} as kube-apiserver's own metrics count them:

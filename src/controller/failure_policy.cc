@@ -28,9 +28,8 @@ Result<FailClosedOutcome> FailClosed(kube::Client& client,
   outcome.held = FailurePolicyHolds(targets);
   for (const TargetObject& target : targets) {
     const inject::TargetKind kind = target.kind;
-    if (HoldsFailurePolicy(target.object)) {
-      continue;
-    }
+    // The patch is computed from the object as read, and again from each fresh read: a hold
+    // on either means no patch.
     auto applied = PatchTarget(client, target, [kind](const nlohmann::json& object) {
       if (HoldsFailurePolicy(object)) {
         return Result<std::optional<nlohmann::json>>(std::nullopt);

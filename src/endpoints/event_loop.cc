@@ -137,8 +137,8 @@ bool EventLoop::AcceptOne(Clock::time_point now) {
     case EMFILE:
     case ENFILE:
       // Out of descriptors: a silent connection, else the oldest, makes room for the new
-      // one (a probe must get its turn); with none to close, the spare descriptor lets the pending
-      // connection be accepted and shut so that the loop does not spin on it.
+      // one (a probe must get its turn); with none to close, the spare descriptor lets the
+      // pending connection be accepted and shut so that the loop does not spin on it.
       if (!connections_.empty()) {
         EvictOneOf(AllConnections(), 0);  // 0: no connection has that id
         return true;
@@ -192,7 +192,8 @@ void EventLoop::Admit(int socket, std::string peer, Clock::time_point now) {
   // request is usually there by the time it is accepted, and a connection that has spoken
   // is the last to go.
   OnEvent(id, EPOLLIN, now);
-  if (PeerConnections(peer).size() > limits_.connections_per_peer) {
+  const auto peer_ids = by_peer_.find(peer);
+  if (peer_ids != by_peer_.end() && peer_ids->second.size() > limits_.connections_per_peer) {
     // Each silent connection of this peer gets a read first: one that has sent its request
     // since it was accepted is answered, not evicted in the same accept batch.
     for (const std::uint64_t other : PeerConnections(peer)) {
