@@ -1,6 +1,7 @@
 #include "certctl/controller/ensure_secret.h"
 
 #include <algorithm>
+#include <map>
 
 #include "certctl/controller/rotation_check.h"
 #include "certctl/controller/secret.h"
@@ -64,10 +65,25 @@ std::string ObjectUid(const Json& object) {
   return uid && *uid ? **uid : "";
 }
 
+// The data of a Secret certctl just stored, for the caller's memory of what it wrote.
+std::map<std::string, std::string> DataOf(const Json& secret) {
+  std::map<std::string, std::string> data;
+  const auto found = secret.find("data");
+  if (found != secret.end() && found->is_object()) {
+    for (const auto& [key, value] : found->items()) {
+      if (value.is_string()) {
+        data[key] = value.get<std::string>();
+      }
+    }
+  }
+  return data;
+}
+
 }  // namespace
 
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
-                                   const KnownBundles& known_bundles) {
+                                   const KnownBundles& known_bundles,
+                                   const SecretHoldBack& hold_back) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
   const pki::ValidationPolicy policy = PolicyFor(spec);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
@@ -97,7 +113,9 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .reason = "it did not exist",
                              .validation = std::move(*validation),
                              .rotation = {},
-                             .rotation_problems = {}};
+                             .rotation_problems = {},
+                             .stored_data = DataOf(*created),
+                             .held_back = false};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -160,7 +178,9 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .reason = "",
                            .validation = std::move(validation),
                            .rotation = {},
-                           .rotation_problems = {}};
+                           .rotation_problems = {},
+                           .stored_data = {},
+                           .held_back = false};
     }
 
     auto reading = ReadRotationAnnotations(secret, object);
@@ -208,6 +228,16 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
         outcome.rotation = *rotation;
         return outcome;
       }
+      if (hold_back && hold_back(secret)) {
+        outcome.held_back = true;
+        outcome.reason = std::move(plan->reason);
+        outcome.ca_bundle = raw_ca_crt;
+        outcome.tls_crt = pair.source.cert_pem.value_or("");
+        outcome.tls_key = pair.source.key_pem.value_or("");
+        outcome.validation = std::move(validation);
+        outcome.rotation = *rotation;
+        return outcome;
+      }
       pki::ValidationPolicy check = policy;
       if (plan->lenient) {
         check.renew_before = std::chrono::seconds(0);
@@ -230,6 +260,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
     if (updated) {
       outcome.uid = ObjectUid(*updated);
+      outcome.stored_data = DataOf(*updated);
       return outcome;
     }
     if (updated.error().code() == ErrorCode::kConflict) {
@@ -312,6 +343,7 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
       return Fail(updated.error().Wrap("update " + object));
     }
     outcome.uid = ObjectUid(*updated);
+    outcome.stored_data = DataOf(*updated);
     outcome.action = SecretAction::kLeafMovedToNewCa;
     outcome.reason = "every target trusts the new CA";
     outcome.ca_bundle = pem.ca_crt;

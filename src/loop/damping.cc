@@ -4,6 +4,16 @@
 
 namespace certctl::loop {
 
+void RepairDamper::Wrote(const std::string& object, const std::string& field, std::string value) {
+  written_[{object, field}] = std::move(value);
+}
+
+bool RepairDamper::Overwritten(const std::string& object, const std::string& field,
+                               const std::string& value_now) const {
+  const auto found = written_.find({object, field});
+  return found != written_.end() && found->second != value_now;
+}
+
 int RepairDamper::Repaired(const std::string& object, MonotonicTime now) {
   // Rows that went quiet are forgotten, so the map holds only objects being fought over.
   std::erase_if(rows_, [&](const auto& entry) { return now - entry.second.last > policy_.quiet; });

@@ -93,6 +93,9 @@ void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report)
   if (outcome.action != controller::SecretAction::kNone) {
     report.secret_changes.push_back({outcome.action, outcome.reason, outcome.uid});
   }
+  if (!outcome.stored_data.empty()) {
+    report.secret_data = outcome.stored_data;
+  }
   RecordExpiry(outcome.validation, report);
   RecordRotation(outcome.rotation, report);
   report.rotation_problems.insert(report.rotation_problems.end(), outcome.rotation_problems.begin(),
@@ -138,13 +141,21 @@ Result<PassReport> FailedAfterWrites(PassReport report, const Error& error) {
 
 Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, const Clock& clock) {
   PassReport report;
-  auto secret = controller::EnsureSecret(client, config.secret, clock, [&] {
-    return controller::BundlesOfTargets(client, config.targets);
-  });
+  auto secret = controller::EnsureSecret(
+      client, config.secret, clock,
+      [&] { return controller::BundlesOfTargets(client, config.targets); },
+      config.secret_hold_back);
   if (!secret) {
     return Fail(secret.error());
   }
   RecordOutcome(*secret, report);
+  if (secret->held_back) {
+    const std::string object = controller::SecretObjectName(config.secret.ns, config.secret.name);
+    report.held_back.push_back(object);
+    report.not_ready =
+        "another writer keeps changing " + object + "; its repair (" + secret->reason + ") waits";
+    return report;
+  }
   if (auto published =
           PublishFolder(config, secret->tls_crt, secret->tls_key, secret->ca_bundle, clock, report);
       !published) {

@@ -1,10 +1,13 @@
 // What the sidecar tells of its writes: log lines, metrics and Events; and the failurePolicy
 // it writes once ready.
 #include <algorithm>
+#include <array>
+#include <map>
 #include <utility>
 
 #include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
+#include "certctl/inject/patch.h"
 #include "certctl/inject/targets.h"
 #include "certctl/kube/managed_fields.h"
 #include "certctl/loop/events.h"
@@ -132,24 +135,107 @@ void Sidecar::RecordDueTargetEvents() {
 
 namespace {
 
-// Whether every caBundle of `target` is still `bundle` (what this replica last wrote there).
-bool StillHolds(const controller::TargetObject& target, const std::string& bundle) {
+constexpr char kCaBundleField[] = "caBundle";
+constexpr char kFailurePolicyField[] = "failurePolicy";
+// The keys of the Secret another writer may fight over.
+constexpr std::array<std::string_view, 4> kSecretKeys = {"tls.crt", "tls.key", "ca.crt", "ca.key"};
+
+// What the caBundles of `target` hold, as one value for the damper: the bundle when every
+// slot holds the same one.
+std::string HeldBundle(const controller::TargetObject& target) {
   auto slots = inject::ReadBundleSlots(target.kind, target.object);
-  return slots && std::all_of(slots->begin(), slots->end(), [&](const inject::BundleSlot& slot) {
-           return slot.bundle == bundle;
-         });
+  std::string held;
+  if (!slots || slots->empty()) {
+    return held;
+  }
+  held = slots->front().bundle;
+  for (const inject::BundleSlot& slot : *slots) {
+    if (slot.bundle != held) {
+      held += "\n--\n" + slot.bundle;
+    }
+  }
+  return held;
+}
+
+// What the failurePolicies of `target` hold, as one value for the damper: the patch that would
+// close the entries with Ignore, empty once none has (as certctl leaves them).
+std::string OpenEntries(const controller::TargetObject& target) {
+  const std::optional<nlohmann::json> patch = inject::FailClosedPatch(target.kind, target.object);
+  return patch ? patch->dump() : "";
+}
+
+std::string SecretValue(const kube::Json& secret, std::string_view key) {
+  const nlohmann::json::json_pointer pointer("/data/" + std::string(key));
+  return secret.contains(pointer) && secret.at(pointer).is_string()
+             ? secret.at(pointer).get<std::string>()
+             : "";
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) {
+    text += (text.empty() ? "" : ", ") + item;
+  }
+  return text;
 }
 
 }  // namespace
 
-bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
-  if (SafetyRemoved("damping") || !damper_.HeldUntil(object, clock_.Monotonic())) {
-    return false;
+void Sidecar::NoteOverwrite(const Overwrite& overwrite, MonotonicTime now) {
+  for (const std::string& field : overwrite.fields) {
+    metrics_.overwrites.Add({overwrite.object, field});
   }
+  const int in_a_row = damper_.Repaired(overwrite.object, now);
+  if (!damper_.Contested(overwrite.object)) {
+    return;
+  }
+  std::string who = "another writer";
+  for (const std::string& field : overwrite.fields) {
+    const auto managers = kube::ManagersOfField(overwrite.as_read, field);
+    const auto other = std::find_if(managers.begin(), managers.end(), [](const auto& manager) {
+      return manager.manager != kube::ClientOptions{}.field_manager && !manager.manager.empty();
+    });
+    if (other != managers.end()) {
+      who += " (field manager \"" + other->manager + "\")";
+      break;
+    }
+  }
+  const auto held = damper_.HeldUntil(overwrite.object, now);
+  const std::string message = who + " keeps changing the " + Joined(overwrite.fields) + " of " +
+                              overwrite.object + ": repaired " + std::to_string(in_a_row) +
+                              " times in a row; the next repair waits " +
+                              FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
+                                  held ? *held - now : std::chrono::seconds(0)));
+  log_(LogLevel::kWarning, message);
+  RecordTargetEvent(MakeEvent(overwrite.reference, overwrite.reason, message, config_.instance,
+                              clock_.Now(), EventType::kWarning));
+}
+
+bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
   // Only a repair waits: a target still holding what this replica last wrote takes the next
   // bundle at once (a CA rotation's step must not wait out the memory of a fight).
-  const auto last_written = written_bundles_.find(object);
-  return last_written == written_bundles_.end() || !StillHolds(target, last_written->second);
+  return !SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic()) &&
+         damper_.Overwritten(object, kCaBundleField, HeldBundle(target));
+}
+
+bool Sidecar::HoldsBackSecretRepair(const kube::Json& secret) {
+  const auto& spec = config_.pass.secret;
+  const std::string object = controller::SecretObjectName(spec.ns, spec.name);
+  std::vector<std::string> changed;
+  for (const std::string_view key : kSecretKeys) {
+    if (damper_.Overwritten(object, std::string(key), SecretValue(secret, key))) {
+      changed.emplace_back(key);
+    }
+  }
+  if (changed.empty()) {
+    return false;  // what this replica wrote, or never wrote: a renewal, a rotation step
+  }
+  if (!SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic())) {
+    return true;
+  }
+  // Told once the pass has written the repair.
+  secret_overwrite_ = {object, std::move(changed), "SecretOverwritten", {}, secret};
+  return false;
 }
 
 void Sidecar::NoteRepairs(const PassReport& report) {
@@ -160,41 +246,31 @@ void Sidecar::NoteRepairs(const PassReport& report) {
         report.targets.begin(), report.targets.end(), [&](const controller::TargetObject& target) {
           return controller::TargetObjectName(target.kind, target.name) == object;
         });
-    const auto last_written = written_bundles_.find(object);
     // Overwritten: the target no longer held what this replica last put there. Its own
     // rotation writes (the target still holding the previous bundle) are no fight.
-    const bool overwritten = last_written != written_bundles_.end() &&
-                             read != report.targets.end() &&
-                             !StillHolds(*read, last_written->second);
-    written_bundles_[object] = report.injected_bundle;
-    if (!overwritten) {
-      continue;
+    const bool overwritten = read != report.targets.end() &&
+                             damper_.Overwritten(object, kCaBundleField, HeldBundle(*read));
+    damper_.Wrote(object, kCaBundleField, report.injected_bundle);
+    if (overwritten) {
+      NoteOverwrite({object,
+                     {kCaBundleField},
+                     "CABundleOverwritten",
+                     report.patched_references[i],
+                     read->object},
+                    now);
     }
-    metrics_.overwrites.Add({object});
-    const int in_a_row = damper_.Repaired(object, now);
-    if (!damper_.Contested(object)) {
-      continue;
-    }
-    std::string who = "another writer";
-    if (read != report.targets.end()) {
-      for (const kube::FieldManager& manager : kube::ManagersOfField(read->object, "caBundle")) {
-        if (manager.manager != kube::ClientOptions{}.field_manager && !manager.manager.empty()) {
-          who += " (field manager \"" + manager.manager + "\")";
-          break;
-        }
-      }
-    }
-    const auto held = damper_.HeldUntil(object, now);
-    const std::string message = who + " keeps changing the caBundle of " + object + ": repaired " +
-                                std::to_string(in_a_row) +
-                                " times in a row; the next repair waits " +
-                                FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
-                                    held ? *held - now : std::chrono::seconds(0)));
-    log_(LogLevel::kWarning, message);
-    RecordTargetEvent(MakeEvent(report.patched_references[i], "CABundleOverwritten", message,
-                                config_.instance, clock_.Now(), EventType::kWarning));
   }
-  repair_due_at_ = report.held_back.empty() ? std::nullopt : damper_.NextRelease(now);
+  const auto& spec = config_.pass.secret;
+  const std::string secret_object = controller::SecretObjectName(spec.ns, spec.name);
+  if (secret_overwrite_ && !report.secret_changes.empty()) {
+    secret_overwrite_->reference = {"v1", "Secret", spec.ns, spec.name,
+                                    report.secret_changes.back().uid};
+    NoteOverwrite(*secret_overwrite_, now);
+  }
+  secret_overwrite_.reset();
+  for (const auto& [key, value] : report.secret_data) {
+    damper_.Wrote(secret_object, key, value);
+  }
 }
 
 void Sidecar::NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets) {
@@ -225,26 +301,52 @@ std::vector<std::string> Sidecar::FailurePolicyHolds() const {
   return failure_policy_held_;
 }
 
-void Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
-  auto closed = controller::FailClosed(client_, targets);
+bool Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
+  const MonotonicTime now = clock_.Monotonic();
+  // An entry set back to Ignore after certctl closed it is a repair like any other: it waits
+  // while the damper holds the configuration.
+  std::vector<controller::TargetObject> due;
+  std::map<std::string, const controller::TargetObject*> overwritten;
+  bool held_back = false;
+  for (const controller::TargetObject& target : targets) {
+    const std::string object = controller::TargetObjectName(target.kind, target.name);
+    if (!damper_.Overwritten(object, kFailurePolicyField, OpenEntries(target))) {
+      due.push_back(target);
+    } else if (!SafetyRemoved("damping") && damper_.HoldsBack(object, now)) {
+      held_back = true;
+    } else {
+      due.push_back(target);
+      overwritten[object] = &target;
+    }
+  }
+  auto closed = controller::FailClosed(client_, due);
   if (!closed) {
     WarnRateLimited("failure-policy", closed.error().message());
-    return;
+    return held_back;
   }
   const std::string secret_object =
       controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
   for (std::size_t i = 0; i < closed->patched.size(); ++i) {
-    metrics_.writes.Add({KindOf(closed->patched[i])});
-    log_(LogLevel::kInfo, "ready: set failurePolicy Fail on the entries of " + closed->patched[i] +
-                              " that had Ignore");
-    const kube::Json event = MakeEvent(
+    const std::string& object = closed->patched[i];
+    metrics_.writes.Add({KindOf(object)});
+    damper_.Wrote(object, kFailurePolicyField, "");
+    log_(LogLevel::kInfo,
+         "ready: set failurePolicy Fail on the entries of " + object + " that had Ignore");
+    if (const auto fought = overwritten.find(object); fought != overwritten.end()) {
+      NoteOverwrite({object,
+                     {kFailurePolicyField},
+                     "FailurePolicyOverwritten",
+                     closed->patched_references[i],
+                     fought->second->object},
+                    now);
+    }
+    // Folded like every Event about a target: a fight is not told once per write.
+    RecordTargetEvent(MakeEvent(
         closed->patched_references[i], "FailurePolicySet",
         "set failurePolicy Fail on the entries that had Ignore, as " + secret_object + " is ready",
-        config_.instance, clock_.Now());
-    if (auto recorded = RecordEvent(client_, event); !recorded) {
-      WarnRateLimited("events", recorded.error().message());
-    }
+        config_.instance, clock_.Now()));
   }
+  return held_back;
 }
 
 }  // namespace certctl::loop

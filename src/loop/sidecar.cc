@@ -96,10 +96,11 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                                    "by finding code: target-name-not-covered (the certificate "
                                    "does not name what the entry calls) or target-invalid.",
                                    {"code"})),
-      overwrites(registry.Counter("certctl_target_overwrites_total",
-                                  "Repairs of a target's caBundle that another writer changed "
-                                  "after this replica wrote it, by target (kind/name).",
-                                  {"target"})),
+      overwrites(registry.Counter("certctl_overwrites_total",
+                                  "Repairs of a field another writer changed after this replica "
+                                  "wrote it, by object (kind/name) and field (caBundle, "
+                                  "failurePolicy, or a key of the Secret).",
+                                  {"object", "field"})),
       failure_policy_held(
           registry.Gauge("certctl_failure_policy_held",
                          "1 while a webhook configuration carries the annotation "
@@ -197,8 +198,12 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
   const MonotonicTime started = clock_.Monotonic();
   PassConfig pass = config_.pass;
+  secret_overwrite_.reset();
   pass.hold_back = [this](const std::string& object, const controller::TargetObject& target) {
     return HoldsBackRepair(object, target);
+  };
+  pass.secret_hold_back = [this](const kube::Json& secret) {
+    return HoldsBackSecretRepair(secret);
   };
   pass.bundle_held_since = [this](const std::string& bundle, bool written) {
     return bundle_hold_.Since(bundle, written, clock_.Now());
@@ -281,6 +286,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (role == Role::kLeader && config_.fail_closed_once_ready && !report->targets.empty()) {
     NoteFailurePolicyHolds(report->targets);
   }
+  bool held_back = !report->held_back.empty();
   if (role == Role::kLeader && config_.fail_closed_once_ready && pass_ready) {
     bool ready = false;
     {
@@ -288,9 +294,10 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
       ready = ReadyLocked();
     }
     if (ready) {
-      FailClosed(report->targets);
+      held_back = FailClosed(report->targets) || held_back;
     }
   }
+  repair_due_at_ = held_back ? damper_.NextRelease(clock_.Monotonic()) : std::nullopt;
   return report->folder_written;
 }
 

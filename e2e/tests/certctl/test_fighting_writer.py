@@ -1,7 +1,8 @@
-"""Another writer fighting certctl over a caBundle: a single change is repaired at once; a
-writer that keeps resetting the field is met with repairs ever further apart, one Warning
-naming its field manager, a metric, and Events folded per interval instead of one per
-write."""
+"""Another writer fighting certctl over what it keeps (a caBundle, the failurePolicy it set
+once ready, a key of its Secret): a single change is repaired at once; a writer that keeps
+resetting the field is met with repairs ever further apart (at most 12 a minute per object),
+one Warning series naming its field manager, a metric, and Events folded per interval
+instead of one per write."""
 import base64
 import json
 import threading
@@ -69,11 +70,11 @@ def target_events(cluster, reason=None):
             and (reason is None or e["reason"] == reason)]
 
 
-def overwrites(sidecar):
+def overwrites(sidecar, obj=TARGET, field="caBundle"):
     for family in text_string_to_metric_families(sidecar.metrics()[0]):
         for sample in family.samples:
-            if (sample.name == "certctl_target_overwrites_total"
-                    and sample.labels == {"target": TARGET}):
+            if (sample.name == "certctl_overwrites_total"
+                    and sample.labels == {"object": obj, "field": field}):
                 return sample.value
     return 0.0
 
@@ -158,3 +159,148 @@ def test_a_ca_rotation_after_a_fight_does_not_wait_out_its_damping(cluster, side
     wait_for(lambda: base64.b64decode(bundle(cluster)).count(b"BEGIN CERTIFICATE") == 2,
              "both CAs in the caBundle (rotation step 1)", bound=5, watch=[sidecar], poll=0.02)
     print(f"step 1 reached the fought target {time.monotonic() - asked:.2f}s after the request")
+
+
+# --- every field certctl keeps, fought over at once -----------------------------------------
+
+GARBAGE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\ngarbage\n").decode()
+SECRET_FIGHT = 30.0
+MAX_PER_MINUTE = 12
+
+
+class Fight:
+    """One sidecar in a namespace of its own, and the writer that undoes one of its fields."""
+
+    def __init__(self, cluster, certctl_binary, workdir, name, field, args=()):
+        self.cluster, self.name, self.field = cluster, name, field
+        self.ns = f"fight-{name}"
+        self.user = f"system:serviceaccount:{self.ns}:certctl"
+        cluster.kubectl("create", "namespace", self.ns)
+        vwc = webhook_configuration("ValidatingWebhookConfiguration", self.ns, ["a.example.com"],
+                                    service="hook", namespace=self.ns)
+        vwc["webhooks"][0]["failurePolicy"] = "Ignore"
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(vwc))
+        cluster.add_user(self.user, emulator_rules("sidecar", SECRET, self.ns,
+                                                   {"validatingWebhooks": [self.ns]},
+                                                   {"leaderElection": False}))
+        self.sidecar = Sidecar(certctl_binary, cluster, workdir, name, self.user,
+                               ["--validating-webhook", self.ns, *args], namespace=self.ns)
+        self.vwc_path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{self.ns}"
+        self.secret_path = f"/api/v1/namespaces/{self.ns}/secrets/{SECRET}"
+        self.writes = 0
+
+    @property
+    def object(self):
+        return (f"secret/{self.ns}/{SECRET}" if "." in self.field
+                else f"validatingwebhookconfiguration/{self.ns}")
+
+    def undo(self):
+        if self.field == "failurePolicy":
+            path, op = self.vwc_path, {"op": "replace", "path": "/webhooks/0/failurePolicy",
+                                       "value": "Ignore"}
+        else:
+            path, op = self.secret_path, {"op": "replace",
+                                          "path": "/data/" + self.field.replace("/", "~1"),
+                                          "value": GARBAGE}
+        resp = self.cluster.api("PATCH", f"{path}?fieldManager=fighter", [op],
+                                content_type="application/json-patch+json")
+        assert resp.status == 200, resp.body
+        self.writes += 1
+
+    def certctl_writes(self, log, resource, name):
+        return [e for e in log if e["user"] == self.user and e["verb"] in ("patch", "update")
+                and e["resource"] == resource and e["name"] == name]
+
+    def warnings(self):
+        ns = self.ns if "." in self.field else "default"
+        name = SECRET if "." in self.field else self.ns
+        items = self.cluster.api("GET", f"/api/v1/namespaces/{ns}/events").json()["items"]
+        return [e for e in items if e["involvedObject"]["name"] == name
+                and e["reason"].endswith("Overwritten")]
+
+    def secret(self):
+        return self.cluster.api("GET", self.secret_path).json()["data"]
+
+    def vwc(self):
+        return self.cluster.api("GET", self.vwc_path).json()
+
+
+@pytest.mark.backends("emulator", "real")
+@pytest.mark.time_limit(150)
+def test_each_field_fought_over_gets_at_most_12_repairs_a_minute_and_one_warning(
+        cluster, certctl_binary, tmp_path):
+    """Three fights at once, each on a sidecar of its own: failurePolicy set back to Ignore,
+    tls.crt and ca.crt set to garbage, every 100 ms for 30 s. Each object gets at most 12
+    certctl writes a minute and one Warning series naming the writer; ca.crt garbage never
+    makes a new CA while ca.key's own CA certificate is in the targets."""
+    fights = [Fight(cluster, certctl_binary, str(tmp_path), "fp", "failurePolicy",
+                    ["--failure-policy-once-ready", "Fail"]),
+              Fight(cluster, certctl_binary, str(tmp_path), "crt", "tls.crt"),
+              Fight(cluster, certctl_binary, str(tmp_path), "ca", "ca.crt")]
+    try:
+        for fight in fights:
+            fight.sidecar.start()
+        for fight in fights:
+            wait_for(lambda: fight.sidecar.readyz()[0] == 200, f"{fight.name} ready",
+                     watch=[fight.sidecar])
+        fp = fights[0]
+        wait_for(lambda: fp.vwc()["webhooks"][0]["failurePolicy"] == "Fail",
+                 "failurePolicy Fail once ready", watch=[fp.sidecar])
+        before = {fight.name: (fight.secret(), fight.vwc()) for fight in fights}
+        cluster.reset_request_log()
+        stop = threading.Event()
+
+        def fighting(fight):
+            while not stop.is_set():
+                fight.undo()
+                stop.wait(FIGHT_INTERVAL)
+
+        fighters = [threading.Thread(target=fighting, args=(f,), daemon=True) for f in fights]
+        for fighter in fighters:
+            fighter.start()
+        try:
+            stop.wait(SECRET_FIGHT)
+        finally:
+            stop.set()
+            for fighter in fighters:
+                fighter.join()
+        log = cluster.request_log()["requests"]
+        for fight in fights:
+            assert fight.sidecar.alive(), fight.sidecar.log()
+            assert fight.writes > SECRET_FIGHT / FIGHT_INTERVAL / 4, (fight.name, fight.writes)
+            secret_writes = fight.certctl_writes(log, "secrets", SECRET)
+            vwc_writes = fight.certctl_writes(log, "validatingwebhookconfigurations", fight.ns)
+            fought = vwc_writes if fight.field == "failurePolicy" else secret_writes
+            print(f"{fight.field}: {fight.writes} writes by the other writer, "
+                  f"{len(fought)} repairs by certctl")
+            assert 3 <= len(fought) <= MAX_PER_MINUTE * SECRET_FIGHT / 60 + 3, (fight.field,
+                                                                                 fought)
+            # Nothing else moved: no caBundle write (no new CA), no Secret write for a
+            # failurePolicy.
+            assert (secret_writes if fight.field == "failurePolicy" else vwc_writes) == [], \
+                fight.field
+            warnings = fight.warnings()
+            assert len(warnings) == 1, (fight.field, warnings)  # one series, folded
+            assert warnings[0]["type"] == "Warning", warnings[0]
+            assert 'field manager "fighter"' in warnings[0]["message"], warnings[0]
+            assert (f"keeps changing the {fight.field} of {fight.object}"
+                    in warnings[0]["message"]), warnings[0]
+            assert overwrites(fight.sidecar, fight.object, fight.field) >= 3
+
+        # The fight is over: each field is repaired once its hold ends, and the CA is the one
+        # the targets always trusted.
+        for fight in fights:
+            secret, vwc = before[fight.name]
+            if fight.field == "failurePolicy":
+                wait_for(lambda: fight.vwc()["webhooks"][0]["failurePolicy"] == "Fail",
+                         "failurePolicy Fail again", bound=HOLD_CAP + 10, watch=[fight.sidecar])
+            else:
+                wait_for(lambda: fight.sidecar.readyz()[0] == 200, f"{fight.name} ready again",
+                         bound=HOLD_CAP + 10, watch=[fight.sidecar])
+                after = fight.secret()
+                assert after["ca.crt"] == secret["ca.crt"], fight.field
+                assert after["ca.key"] == secret["ca.key"], fight.field
+            assert (fight.vwc()["webhooks"][0]["clientConfig"]["caBundle"]
+                    == vwc["webhooks"][0]["clientConfig"]["caBundle"]), fight.field
+    finally:
+        stop_all([fight.sidecar for fight in fights])

@@ -65,7 +65,7 @@ FULL = {
                    "prometheusRule": {"enabled": True, "expiryDays": 7,
                                       "alertLabels": {"team": "platform"},
                                       "alerts": {"WebhookCertificateNotReady": {"for": "15m"},
-                                                 "WebhookCABundleOverwritten": {
+                                                 "WebhookFieldOverwritten": {
                                                      "severity": "critical"},
                                                  "WebhookCertificateNoLeader": {
                                                      "enabled": False}}}},
@@ -247,7 +247,7 @@ def test_prometheus_rule_values_change_only_what_they_name(helm, tmp_path):
     expiry = got["WebhookCertificateExpiresSoon"]["expr"]
     assert expiry.endswith("< 7 * 86400") and "14" not in expiry
     assert got["WebhookCertificateNotReady"]["for"] == "15m"
-    assert got["WebhookCABundleOverwritten"]["labels"] == {"severity": "critical",
+    assert got["WebhookFieldOverwritten"]["labels"] == {"severity": "critical",
                                                           "team": "platform"}
     for name, rule in got.items():
         assert rule["labels"]["team"] == "platform"
@@ -257,7 +257,7 @@ def test_prometheus_rule_values_change_only_what_they_name(helm, tmp_path):
             expected["expr"] = expected["expr"].replace("< 14 * 86400", "< 7 * 86400")
         if name == "WebhookCertificateNotReady":
             expected["for"] = "15m"
-        if name == "WebhookCABundleOverwritten":
+        if name == "WebhookFieldOverwritten":
             expected["labels"]["severity"] = "critical"
         assert rule == expected, name
     # What the chart renders is a valid rule file for Prometheus.

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,11 @@ struct SecretOutcome {
   // The rotation annotations found ignored or clamped (see JudgeRotationState); the write,
   // if any, stored the state they were corrected to.
   std::vector<RotationProblem> rotation_problems;
+  // The Secret's data as this call stored it (base64, by key); empty when it wrote nothing.
+  std::map<std::string, std::string> stored_data;
+  // A write was due but the caller held it back (SecretHoldBack): nothing was written, and
+  // `reason` says what waits.
+  bool held_back = false;
 };
 
 // A CA bundle kept outside the Secret, where the CA of a damaged ca.crt may still be found:
@@ -71,6 +77,10 @@ struct KnownBundle {
 };
 // Read only when ca.crt holds no certificate of ca.key's (the steady state reads nothing).
 using KnownBundles = std::function<std::vector<KnownBundle>()>;
+
+// Asked with the Secret as read before any write to it but its creation and an adoption:
+// true holds the write back (another writer keeps undoing certctl's, see loop/damping.h).
+using SecretHoldBack = std::function<bool(const kube::Json& secret_as_read)>;
 
 // Makes sure the Secret holds a valid pair for `spec`:
 //  - absent: a CA and leaf are created; if another writer created it first, what it stored is
@@ -88,13 +98,15 @@ using KnownBundles = std::function<std::vector<KnownBundle>()>;
 //    can still be served, and is replaced together with the leaf when it cannot; a rotation
 //    in the trusting phase is left for the caller to continue (MoveLeafToNewCa once every
 //    target trusts outcome.ca_bundle), one in the overlapping phase gets step 3 when due;
-//  - external: never written; kFailedPrecondition listing the findings when invalid.
+//  - external: never written; kFailedPrecondition listing the findings when invalid;
+//  - a write `hold_back` holds: nothing written, outcome.held_back set.
 // A Secret of another type, or an external one without tls.crt/tls.key, is
 // kFailedPrecondition naming it; nothing is written. Every write is a whole-object update
 // carrying the resourceVersion read, so a concurrent writer makes it start over from a fresh
 // read (kConflict) instead of losing either change.
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
-                                   const KnownBundles& known_bundles = {});
+                                   const KnownBundles& known_bundles = {},
+                                   const SecretHoldBack& hold_back = {});
 
 // Rotation step 2: the leaf is re-issued from the new CA. Call it only once every target
 // holds `trusted_bundle` (outcome.ca_bundle of the phase "trusting"); when the Secret no

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "certctl/util/clock.h"
 
@@ -18,12 +19,29 @@ struct RepairPolicy {
   std::chrono::milliseconds quiet{120000};
 };
 
-// Repairs per object, to tell a single change (repaired at once) from a writer fighting
-// certctl (repaired ever more slowly, so the two do not trade writes as fast as the API
-// server takes them). Objects are keyed by their "kind/name". Not thread-safe: the loop's.
+// The one damping of every field certctl keeps in an object another writer can change: a
+// target's caBundle, a webhook configuration's failurePolicy, each key of the Secret. It
+// remembers what this replica last wrote into each field, to tell its own next write (a
+// renewal, a rotation step: never held) from a repair of what another writer changed; and it
+// counts repairs per object, to tell a single change (repaired at once) from a writer
+// fighting certctl (repaired ever more slowly, so the two do not trade writes as fast as the
+// API server takes them). Objects are keyed by their "kind/name"; an object's fields share
+// its row, so a fight over two of them is no faster. Not thread-safe: the loop's.
 class RepairDamper {
  public:
   explicit RepairDamper(RepairPolicy policy = {}) : policy_(policy) {}
+
+  // This replica wrote `value` into `field` of `object` ("caBundle", "failurePolicy",
+  // "tls.crt"), or found it there after its write.
+  void Wrote(const std::string& object, const std::string& field, std::string value);
+  // Whether `field` of `object` holds `value_now` although this replica last wrote something
+  // else there: another writer changed it. False for a field this replica never wrote.
+  bool Overwritten(const std::string& object, const std::string& field,
+                   const std::string& value_now) const;
+  // Whether a repair of `object` must wait now (HeldUntil, shorter to call).
+  bool HoldsBack(const std::string& object, MonotonicTime now) const {
+    return HeldUntil(object, now).has_value();
+  }
 
   // Records that `object` was repaired at `now`; returns how many repairs in a row that makes
   // (1 after a quiet period).
@@ -44,6 +62,7 @@ class RepairDamper {
 
   RepairPolicy policy_;
   std::map<std::string, Row> rows_;
+  std::map<std::pair<std::string, std::string>, std::string> written_;  // (object, field)
 };
 
 }  // namespace certctl::loop

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +23,8 @@ struct PassConfig {
   std::filesystem::path cert_dir;  // empty: no folder to keep
   // Targets ("kind/name", as read) whose repair waits: another writer keeps undoing it.
   std::function<bool(const std::string& object, const controller::TargetObject& target)> hold_back;
+  // The same for the Secret (the leader's writes to it but its creation).
+  controller::SecretHoldBack secret_hold_back;
   // Since when every target holds `bundle` (`written`: this pass had to write some first),
   // remembered across the leader's passes: a CA rotation's step 2 waits
   // controller::kBundlePropagation from then. Empty: since now, every time (step 2 waits on).
@@ -70,7 +73,10 @@ struct PassReport {
   bool folder_written = false;            // the folder got a new set
   std::vector<std::string> patched;       // targets whose caBundle was repaired
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events
-  std::vector<std::string> held_back;     // targets left unrepaired for now (PassConfig::hold_back)
+  // Objects left unrepaired for now (PassConfig::hold_back, secret_hold_back): "kind/name".
+  std::vector<std::string> held_back;
+  // The Secret's data as the pass last wrote it (base64, by key); empty when it wrote none.
+  std::map<std::string, std::string> secret_data;
   std::string injected_bundle;            // what the leader put into the targets (decoded PEM)
   std::optional<TimePoint> ca_not_after;  // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;

@@ -73,7 +73,8 @@ struct SidecarMetrics {
   metrics::Family& rotations;       // {kind="ca"|"leaf"}: rotations this replica started
   // {code}: target entries the API server could not call (target-name-not-covered, ...).
   metrics::Family& call_findings;
-  // {target="kind/name"}: repairs of a caBundle another writer changed after certctl wrote it.
+  // {object="kind/name", field}: repairs of a field another writer changed after this replica
+  // wrote it (a caBundle, a failurePolicy, a key of the Secret).
   metrics::Family& overwrites;
   // {target="kind/name"}: 1 while a webhook configuration carries the failurePolicy hold.
   metrics::Family& failure_policy_held;
@@ -152,14 +153,28 @@ class Sidecar {
   // a Warning Event for each finding it has not told since the findings last cleared.
   void SetCallableReadiness(const std::vector<Finding>& findings, Role role);
   // --failure-policy-once-ready: Fail on every entry of `targets` with Ignore, told like the
-  // other writes. Only the leader, only when ready by every check.
-  void FailClosed(const std::vector<controller::TargetObject>& targets);
-  // After a leader's pass: which repairs another writer forced, their metric, log line and
-  // Warning, and when a repair held back may go.
+  // other writes. Only the leader, only when ready by every check. True when a configuration
+  // another writer set back to Ignore was left for the damper to release.
+  bool FailClosed(const std::vector<controller::TargetObject>& targets);
+  // A repair of fields another writer changed after this replica wrote them.
+  struct Overwrite {
+    std::string object;               // "validatingwebhookconfiguration/x", "secret/ns/name"
+    std::vector<std::string> fields;  // "caBundle"; "failurePolicy"; "tls.crt", "ca.crt"
+    std::string reason;               // of its Warning Event: "CABundleOverwritten"
+    controller::ObjectReference reference;
+    kube::Json as_read;  // the object before the repair: its managedFields name the writer
+  };
+  // Counts the repair in the damper and the metrics; once the fight is contested, the log
+  // line and the Warning Event series naming the other writer.
+  void NoteOverwrite(const Overwrite& overwrite, MonotonicTime now);
+  // After a leader's pass: the caBundle and Secret repairs another writer forced, and what
+  // this replica wrote, for the next pass to tell.
   void NoteRepairs(const PassReport& report);
   // PassConfig::hold_back: a repair of `target` waits while another writer fights over it;
   // this replica's own next bundle for a target that still holds its last one does not.
   bool HoldsBackRepair(const std::string& object, const controller::TargetObject& target);
+  // PassConfig::secret_hold_back: the same for the Secret, key by key.
+  bool HoldsBackSecretRepair(const kube::Json& secret);
   // Records an Event about a target through target_events_, and the folded ones due.
   void RecordTargetEvent(kube::Json event);
   void RecordDueTargetEvents();
@@ -211,12 +226,12 @@ class Sidecar {
   std::map<std::string, std::pair<std::string, MonotonicTime>> last_warning_;
   std::atomic<std::int64_t> heartbeat_{0};  // monotonic milliseconds of the last loop turn
 
-  // Targets another writer keeps changing: their repairs are spaced out, and their Events
+  // Objects another writer keeps changing: their repairs are spaced out, and their Events
   // (like every target Event) folded into one per interval. Loop thread only.
   RepairDamper damper_;
   EventSeries target_events_;
-  std::map<std::string, std::string> written_bundles_;  // target -> the bundle last written
-  std::optional<MonotonicTime> repair_due_at_;          // when a held-back repair may go
+  std::optional<Overwrite> secret_overwrite_;   // found by the pass running, told after it
+  std::optional<MonotonicTime> repair_due_at_;  // when a held-back repair may go
 
   std::mt19937_64 random_{std::random_device{}()};
   std::chrono::milliseconds backoff_{0};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +25,7 @@
 namespace certctl::controller {
 namespace {
 
+using StringMap = std::map<std::string, std::string>;
 using Json = nlohmann::json;
 using certctl::testing::FakeClient;
 using certctl::testing::FakeClock;
@@ -784,6 +786,65 @@ TEST(EnsureSecret, GarbageLeafInAManagedSecretIsRepaired) {
   EXPECT_EQ(after["data"]["ca.key"], cluster.before["data"]["ca.key"]);
   const pki::ValidationReport report = ValidateStored(after, kSans, cluster.clock.Now());
   EXPECT_TRUE(report.ok()) << Findings(report);
+}
+
+TEST(EnsureSecret, TheDataItStoresIsReturnedForTheCallersMemory) {
+  FakeClock clock;
+  FakeClient client;
+  auto created = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(created.has_value());
+  EXPECT_EQ(created->stored_data, Stored(client)["data"].get<StringMap>());
+  auto steady = MustEnsure(client, Spec(), clock);
+  ASSERT_TRUE(steady.has_value());
+  EXPECT_TRUE(steady->stored_data.empty());  // nothing written
+}
+
+TEST(EnsureSecret, ARepairTheCallerHoldsBackWritesNothingAndSaysWhatWaits) {
+  Created cluster;
+  Json broken = cluster.before;
+  broken["data"]["tls.crt"] = Base64Encode("garbage");
+  cluster.client.Put(kSecrets, broken);
+  std::vector<Json> asked;
+  const SecretHoldBack hold = [&](const Json& secret) {
+    asked.push_back(secret);
+    return true;
+  };
+
+  auto outcome = EnsureSecret(cluster.client, Spec(), cluster.clock, {}, hold);
+  ASSERT_TRUE(outcome.has_value()) << outcome.error().message();
+  EXPECT_TRUE(outcome->held_back);
+  EXPECT_EQ(outcome->action, SecretAction::kNone);
+  EXPECT_THAT(outcome->reason, HasSubstr("server certificate"));
+  EXPECT_TRUE(outcome->stored_data.empty());
+  EXPECT_EQ(cluster.client.WriteCount(), 0);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0]["data"]["tls.crt"], Base64Encode("garbage"));  // the Secret as read
+
+  // Released, the same repair goes.
+  auto repaired =
+      EnsureSecret(cluster.client, Spec(), cluster.clock, {}, [](const Json&) { return false; });
+  ASSERT_TRUE(repaired.has_value());
+  EXPECT_EQ(repaired->action, SecretAction::kLeafReissued);
+  EXPECT_FALSE(repaired->held_back);
+  EXPECT_EQ(repaired->stored_data.at("tls.crt"), Stored(cluster.client)["data"]["tls.crt"]);
+}
+
+TEST(EnsureSecret, NeitherACreationNorASteadySecretAsksTheHold) {
+  FakeClock clock;
+  FakeClient client;
+  int asked = 0;
+  const SecretHoldBack hold = [&](const Json&) {
+    ++asked;
+    return true;
+  };
+  auto created = EnsureSecret(client, Spec(), clock, {}, hold);
+  ASSERT_TRUE(created.has_value());
+  EXPECT_EQ(created->action, SecretAction::kCreated);
+  auto steady = EnsureSecret(client, Spec(), clock, {}, hold);
+  ASSERT_TRUE(steady.has_value());
+  EXPECT_EQ(steady->action, SecretAction::kNone);
+  EXPECT_FALSE(steady->held_back);
+  EXPECT_EQ(asked, 0);
 }
 
 TEST(EnsureSecret, GarbageCaInAManagedSecretGetsANewCa) {

@@ -67,5 +67,33 @@ TEST(RepairDamper, AMinuteOfResetsEvery100msGetsAFewRepairs) {
   EXPECT_LE(repairs, 10);
 }
 
+TEST(RepairDamper, RemembersWhatItWroteFieldByField) {
+  RepairDamper damper;
+  const std::string secret = "secret/infra/webhook-server-cert";
+  EXPECT_FALSE(damper.Overwritten(secret, "tls.crt", "anything"));  // never written: no fight
+  damper.Wrote(secret, "tls.crt", "leaf");
+  damper.Wrote(secret, "ca.crt", "ca");
+  damper.Wrote(kHook, "caBundle", "ca");
+  EXPECT_FALSE(damper.Overwritten(secret, "tls.crt", "leaf"));
+  EXPECT_TRUE(damper.Overwritten(secret, "tls.crt", "garbage"));
+  EXPECT_TRUE(damper.Overwritten(secret, "tls.crt", ""));  // removed
+  EXPECT_FALSE(damper.Overwritten(secret, "ca.crt", "ca"));
+  EXPECT_FALSE(damper.Overwritten(kHook, "failurePolicy", ""));  // another field, never written
+  damper.Wrote(secret, "tls.crt", "renewed leaf");
+  EXPECT_TRUE(damper.Overwritten(secret, "tls.crt", "leaf"));
+}
+
+// The fields of one object share its row: a fight over two of them is not repaired twice as
+// often.
+TEST(RepairDamper, FieldsOfOneObjectShareItsRow) {
+  RepairDamper damper;
+  MonotonicTime now = kStart;
+  damper.Repaired(kHook, now);  // caBundle
+  damper.Repaired(kHook, now);  // failurePolicy, in the same pass
+  damper.Repaired(kHook, now + milliseconds(100));
+  EXPECT_TRUE(damper.Contested(kHook));
+  EXPECT_TRUE(damper.HoldsBack(kHook, now + milliseconds(200)));
+}
+
 }  // namespace
 }  // namespace certctl::loop

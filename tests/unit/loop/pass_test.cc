@@ -1,6 +1,7 @@
 #include "certctl/loop/pass.h"
 
 #include <chrono>
+#include <map>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -17,6 +18,7 @@
 namespace certctl::loop {
 namespace {
 
+using StringMap = std::map<std::string, std::string>;
 using certctl::testing::FakeClient;
 using certctl::testing::FakeClock;
 using certctl::testing::TempDir;
@@ -464,6 +466,36 @@ TEST(ReconcilePass, AHeldBackTargetIsLeftAsItIsAndThePassIsNotInjected) {
   ASSERT_TRUE(steady);
   EXPECT_TRUE(steady->ready) << steady->not_ready;
   EXPECT_TRUE(steady->held_back.empty());
+}
+
+TEST(ReconcilePass, AHeldBackSecretRepairLeavesTheSecretAndTheFolderAndIsNotReady) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  PassConfig config = Config(dir.path());
+  const auto first = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->secret_data,
+            api.Object(kube::kSecrets, kNs, kSecret).value()["data"].get<StringMap>());
+  const auto served = certdir::ReadServingFiles(dir.path()).value().value();
+  Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  secret["data"]["tls.crt"] = Base64Encode("another writer's");
+  api.Put(kube::kSecrets, secret);
+  api.ClearRequests();
+
+  config.secret_hold_back = [](const Json&) { return true; };
+  const auto held = Reconcile(api, config, Role::kLeader, clock);
+  ASSERT_TRUE(held) << held.error().message();
+  EXPECT_FALSE(held->ready);
+  EXPECT_THAT(held->not_ready, HasSubstr("another writer keeps changing "
+                                         "secret/infra/webhook-server-cert"));
+  EXPECT_THAT(held->held_back, ::testing::ElementsAre("secret/infra/webhook-server-cert"));
+  EXPECT_TRUE(held->secret_changes.empty());
+  EXPECT_TRUE(held->secret_data.empty());
+  EXPECT_EQ(api.WriteCount(), 0);
+  EXPECT_EQ(Data(api, "tls.crt"), "another writer's");
+  EXPECT_EQ(certdir::ReadServingFiles(dir.path()).value().value().tls_crt, served.tls_crt);
 }
 
 }  // namespace
