@@ -16,14 +16,19 @@
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
 #include "support/target_objects.h"
+#include "support/test_pki.h"
 
 namespace certctl::controller {
 namespace {
 
 using Json = nlohmann::json;
+using certctl::testing::BundlePem;
+using certctl::testing::CaBuilder;
 using certctl::testing::ConversionCrd;
 using certctl::testing::FakeClient;
 using certctl::testing::FakeClock;
+using certctl::testing::LeafBuilder;
+using certctl::testing::SecretBuilder;
 using certctl::testing::Verb;
 using certctl::testing::WebhookConfiguration;
 using certctl::testing::WebhookEntry;
@@ -50,54 +55,27 @@ constexpr std::chrono::hours kDay{24};
 const FakeClock kClock;
 
 pki::KeyPair MustCa(const std::string& name, TimePoint now = kClock.Now()) {
-  pki::CaRequest request;
-  request.common_name = name;
-  request.validity = 365 * kDay;
-  auto ca = pki::IssueCa(request, now);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  return *ca;
+  return CaBuilder(name).At(now).Build();
 }
 
 pki::KeyPair MustLeaf(const pki::KeyPair& ca) {
-  pki::LeafRequest request;
-  request.dns_names = {"svc.webhooks.svc", "svc"};
-  request.validity = 180 * kDay;
-  auto leaf = pki::IssueLeaf(request, ca, kClock.Now());
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return *leaf;
-}
-
-std::string Pem(const std::vector<const pki::KeyPair*>& cas) {
-  std::vector<pki::Certificate> certificates;
-  for (const pki::KeyPair* ca : cas) {
-    certificates.push_back(ca->certificate);
-  }
-  return pki::EncodeCertificateBundle(certificates);
-}
-
-std::string KeyPem(const pki::PrivateKey& key) {
-  auto pem = key.ToPem();
-  EXPECT_TRUE(pem.has_value()) << pem.error().message();
-  return pem.value_or("");
+  return LeafBuilder(ca)
+      .At(kClock.Now())
+      .DnsNames({"svc.webhooks.svc", "svc"})
+      .Validity(180 * kDay)
+      .Build();
 }
 
 // A kubernetes.io/tls Secret: ca.crt holds `bundle`, the rest `ca` and `leaf`.
 Json TlsSecret(const std::vector<const pki::KeyPair*>& bundle, const pki::KeyPair& ca,
                const pki::KeyPair& leaf) {
-  return {{"metadata",
-           {{"name", kSecretName},
-            {"namespace", kNs},
-            {"labels", {{kManagedByLabel, kManagedByValue}}}}},
-          {"type", kTlsSecretType},
-          {"data",
-           {{"ca.crt", Base64Encode(Pem(bundle))},
-            {"ca.key", Base64Encode(KeyPem(ca.key))},
-            {"tls.crt", Base64Encode(leaf.certificate.ToPem())},
-            {"tls.key", Base64Encode(KeyPem(leaf.key))}}}};
+  return SecretBuilder(kNs, kSecretName).Pair(bundle, ca, leaf);
 }
 
 // A caBundle field value: base64 of the PEM text.
-std::string Encoded(const std::vector<const pki::KeyPair*>& cas) { return Base64Encode(Pem(cas)); }
+std::string Encoded(const std::vector<const pki::KeyPair*>& cas) {
+  return Base64Encode(BundlePem(cas));
+}
 
 Json Webhook(const std::string& name, const std::string& ca_bundle) {
   return WebhookEntry(name, kNs).RawBundle(ca_bundle);
@@ -370,8 +348,9 @@ TEST(CheckTargets, UnparsableCaBundleIsAMismatch) {
 
 TEST(CheckTargets, CaBundleThatIsNotBase64IsAMismatchOfTheObject) {
   Cluster cluster;
-  cluster.client.Put(kValidatingWebhookConfigurations,
-                     WebhookConfiguration("x", {Webhook("a.example.com", Pem({&cluster.ca}))}));
+  cluster.client.Put(
+      kValidatingWebhookConfigurations,
+      WebhookConfiguration("x", {Webhook("a.example.com", BundlePem({&cluster.ca}))}));
   const CheckReport report = cluster.Check(Validating("x"));
   ASSERT_THAT(report.AllFindings(), ElementsAre(IsFinding(FindingCode::kCaBundleMismatch,
                                                           "validatingwebhookconfiguration/x")));

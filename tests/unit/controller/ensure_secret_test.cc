@@ -21,14 +21,19 @@
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
 #include "support/target_objects.h"
+#include "support/test_pki.h"
 
 namespace certctl::controller {
 namespace {
 
 using StringMap = std::map<std::string, std::string>;
 using Json = nlohmann::json;
+using certctl::testing::CaBuilder;
 using certctl::testing::FakeClient;
 using certctl::testing::FakeClock;
+using certctl::testing::KeyPem;
+using certctl::testing::LeafBuilder;
+using certctl::testing::SecretBuilder;
 using certctl::testing::Verb;
 using kube::kSecrets;
 using ::testing::AllOf;
@@ -122,48 +127,24 @@ class InterposingClient final : public kube::Client {
 
 pki::KeyPair MustCa(const std::string& name, TimePoint now,
                     std::chrono::seconds validity = 365 * kDay) {
-  pki::CaRequest request;
-  request.common_name = name;
-  request.validity = validity;
-  auto ca = pki::IssueCa(request, now);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  return *ca;
+  return CaBuilder(name).At(now).Validity(validity).Build();
 }
 
 pki::KeyPair MustLeaf(const pki::KeyPair& ca, const std::vector<std::string>& sans, TimePoint now) {
-  pki::LeafRequest request;
-  request.dns_names = sans;
-  request.validity = 90 * kDay;
-  auto leaf = pki::IssueLeaf(request, ca, now);
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return *leaf;
-}
-
-std::string KeyPem(const pki::PrivateKey& key) {
-  auto pem = key.ToPem();
-  EXPECT_TRUE(pem.has_value()) << pem.error().message();
-  return pem.value_or("");
+  return LeafBuilder(ca).At(now).DnsNames(sans).Build();
 }
 
 // A Secret another tool made: no certctl label (cert-manager's instead), no ca.key.
 Json ExternalSecret(const pki::KeyPair& ca, const pki::KeyPair& leaf) {
-  return {{"metadata",
-           {{"name", kName},
-            {"namespace", kNs},
-            {"labels", {{kManagedByLabel, "cert-manager"}, {"team", "platform"}}}}},
-          {"type", kTlsSecretType},
-          {"data",
-           {{"ca.crt", Base64Encode(ca.certificate.ToPem())},
-            {"tls.crt", Base64Encode(leaf.certificate.ToPem())},
-            {"tls.key", Base64Encode(KeyPem(leaf.key))}}}};
+  return SecretBuilder(kNs, kName)
+      .Pair(ca, leaf)
+      .Without("ca.key")
+      .Labels({{kManagedByLabel, "cert-manager"}, {"team", "platform"}});
 }
 
 // A Secret certctl made earlier (or another certctl replica just made), with ca.key.
 Json ManagedSecret(const pki::KeyPair& ca, const pki::KeyPair& leaf) {
-  Json secret = ExternalSecret(ca, leaf);
-  secret["metadata"]["labels"] = {{kManagedByLabel, kManagedByValue}};
-  secret["data"]["ca.key"] = Base64Encode(KeyPem(ca.key));
-  return secret;
+  return SecretBuilder(kNs, kName).Pair(ca, leaf);
 }
 
 Json Stored(const FakeClient& client) {

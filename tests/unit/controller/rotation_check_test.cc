@@ -11,11 +11,14 @@
 #include "certctl/util/duration.h"
 
 #include "fakes/fake_clock.h"
+#include "support/test_pki.h"
 
 namespace certctl::controller {
 namespace {
 
+using certctl::testing::CaBuilder;
 using certctl::testing::FakeClock;
+using certctl::testing::LeafBuilder;
 using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
@@ -24,21 +27,11 @@ using ::testing::IsEmpty;
 constexpr std::chrono::hours kDay{24};
 
 pki::KeyPair MustCa(const std::string& name, TimePoint now) {
-  pki::CaRequest request;
-  request.common_name = name;
-  request.validity = 365 * kDay;
-  auto ca = pki::IssueCa(request, now);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  return *ca;
+  return CaBuilder(name).At(now).Build();
 }
 
 pki::KeyPair MustLeaf(const pki::KeyPair& ca, TimePoint now) {
-  pki::LeafRequest request;
-  request.dns_names = {"svc.ns.svc"};
-  request.validity = 90 * kDay;
-  auto leaf = pki::IssueLeaf(request, ca, now);
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return *leaf;
+  return LeafBuilder(ca).At(now).Build();
 }
 
 RotationReading Reading(RotationPhase phase, std::optional<TimePoint> until = std::nullopt) {

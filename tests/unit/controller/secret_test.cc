@@ -11,12 +11,16 @@
 #include "certctl/util/base64.h"
 
 #include "fakes/fake_clock.h"
+#include "support/test_pki.h"
 
 namespace certctl::controller {
 namespace {
 
 using Json = nlohmann::json;
+using certctl::testing::CaBuilder;
 using certctl::testing::FakeClock;
+using certctl::testing::KeyPem;
+using certctl::testing::LeafBuilder;
 using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::Field;
@@ -33,16 +37,9 @@ struct Pem {
 };
 
 Pem MustPair() {
-  pki::CaRequest ca_request;
-  ca_request.common_name = "svc-ca";
-  auto ca = pki::IssueCa(ca_request, kNow);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  pki::LeafRequest leaf_request;
-  leaf_request.dns_names = {"svc.ns.svc"};
-  auto leaf = pki::IssueLeaf(leaf_request, *ca, kNow);
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return {ca->certificate.ToPem(), ca->key.ToPem().value_or(""), leaf->certificate.ToPem(),
-          leaf->key.ToPem().value_or("")};
+  const pki::KeyPair ca = CaBuilder("svc-ca").At(kNow).Build();
+  const pki::KeyPair leaf = LeafBuilder(ca).At(kNow).Build();
+  return {ca.certificate.ToPem(), KeyPem(ca.key), leaf.certificate.ToPem(), KeyPem(leaf.key)};
 }
 
 const Pem& SharedPair() {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -12,11 +13,14 @@
 
 #include "fakes/fake_clock.h"
 #include "support/process.h"
+#include "support/test_pki.h"
 
 namespace certctl::pki {
 namespace {
 
+using certctl::testing::CaBuilder;
 using certctl::testing::FakeClock;
+using certctl::testing::LeafBuilder;
 using certctl::testing::Openssl;
 using std::chrono::hours;
 using ::testing::ElementsAre;
@@ -27,23 +31,20 @@ using ::testing::StartsWith;
 const TimePoint kNow = FakeClock().Now();
 
 KeyPair MustCa(KeyType type = KeyType::kEcdsaP256, std::string name = "webhook-ca") {
-  CaRequest request;
-  request.common_name = std::move(name);
-  request.organization = "acme";
-  request.key_type = type;
-  auto ca = IssueCa(request, kNow);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  return *ca;
+  return CaBuilder(std::move(name))
+      .At(kNow)
+      .Organization("acme")
+      .Key(type)
+      .Validity(hours(24 * 365 * 10))
+      .Build();
 }
 
 KeyPair MustLeaf(const KeyPair& ca) {
-  LeafRequest request;
-  request.dns_names = {"svc.ns.svc", "svc", "svc.ns", "svc.ns.svc.cluster.local"};
-  request.ip_addresses = {"10.0.0.7", "fd00::1"};
-  request.validity = hours(24 * 90);
-  auto leaf = IssueLeaf(request, ca, kNow);
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return *leaf;
+  return LeafBuilder(ca)
+      .At(kNow)
+      .DnsNames({"svc.ns.svc", "svc", "svc.ns", "svc.ns.svc.cluster.local"})
+      .IpAddresses({"10.0.0.7", "fd00::1"})
+      .Build();
 }
 
 TEST(PkiCertificate, InfoDescribesTheCa) {

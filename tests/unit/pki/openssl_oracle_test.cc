@@ -17,10 +17,14 @@
 
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "support/test_pki.h"
 
 namespace certctl::pki {
 namespace {
 
+using certctl::testing::CaBuilder;
+using certctl::testing::KeyPem;
+using certctl::testing::LeafBuilder;
 using certctl::testing::Openssl;
 using certctl::testing::RunProcess;
 using certctl::testing::TempDir;
@@ -40,27 +44,15 @@ struct Pair {
 
 // Issued at the real current time, so `openssl verify` (which uses the real clock) agrees.
 Pair MustPair(KeyType type) {
-  const TimePoint now = std::chrono::system_clock::now();
-  CaRequest ca_request;
-  ca_request.common_name = "webhook-ca";
-  ca_request.organization = "acme";
-  ca_request.key_type = type;
-  auto ca = IssueCa(ca_request, now);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  LeafRequest leaf_request;
-  leaf_request.dns_names = {"svc.ns.svc", "svc", "svc.ns", "svc.ns.svc.cluster.local"};
-  leaf_request.ip_addresses = {"10.0.0.7", "fd00::1"};
-  leaf_request.key_type = type;
-  leaf_request.validity = hours(24 * 365);
-  auto leaf = IssueLeaf(leaf_request, *ca, now);
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return Pair{*ca, *leaf};
-}
-
-std::string KeyPem(const PrivateKey& key) {
-  auto pem = key.ToPem();
-  EXPECT_TRUE(pem.has_value()) << pem.error().message();
-  return pem.value_or("");
+  const KeyPair ca =
+      CaBuilder("webhook-ca").Organization("acme").Key(type).Validity(hours(24 * 365 * 10)).Build();
+  const KeyPair leaf = LeafBuilder(ca)
+                           .DnsNames({"svc.ns.svc", "svc", "svc.ns", "svc.ns.svc.cluster.local"})
+                           .IpAddresses({"10.0.0.7", "fd00::1"})
+                           .Key(type)
+                           .Validity(hours(24 * 365))
+                           .Build();
+  return Pair{ca, leaf};
 }
 
 void WritePair(const TempDir& dir, const Pair& pair) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -16,11 +17,16 @@
 #include "fakes/fake_clock.h"
 #include "support/process.h"
 #include "support/temp_dir.h"
+#include "support/test_pki.h"
 
 namespace certctl::pki {
 namespace {
 
+using certctl::testing::BundlePem;
+using certctl::testing::CaBuilder;
 using certctl::testing::FakeClock;
+using certctl::testing::KeyPem;
+using certctl::testing::LeafBuilder;
 using certctl::testing::Openssl;
 using certctl::testing::TempDir;
 using std::chrono::hours;
@@ -34,43 +40,26 @@ constexpr hours kDay{24};
 
 KeyPair MustCa(TimePoint now = kNow, std::string name = "webhook-ca",
                seconds validity = 10 * 365 * kDay, KeyType type = KeyType::kEcdsaP256) {
-  CaRequest request;
-  request.common_name = std::move(name);
-  request.validity = validity;
-  request.key_type = type;
-  auto ca = IssueCa(request, now);
-  EXPECT_TRUE(ca.has_value()) << ca.error().message();
-  return *ca;
+  return CaBuilder(std::move(name)).At(now).Validity(validity).Key(type).Build();
 }
 
 KeyPair MustLeaf(const KeyPair& ca, TimePoint now = kNow, seconds validity = 365 * kDay,
                  KeyType type = KeyType::kEcdsaP256,
                  std::vector<std::string> dns_names = {"svc.ns.svc", "svc", "svc.ns",
                                                        "svc.ns.svc.cluster.local"}) {
-  LeafRequest request;
-  request.dns_names = std::move(dns_names);
-  request.ip_addresses = {"10.0.0.7", "fd00::1"};
-  request.validity = validity;
-  request.key_type = type;
-  auto leaf = IssueLeaf(request, ca, now);
-  EXPECT_TRUE(leaf.has_value()) << leaf.error().message();
-  return *leaf;
-}
-
-std::string KeyPem(const PrivateKey& key) {
-  auto pem = key.ToPem();
-  EXPECT_TRUE(pem.has_value()) << pem.error().message();
-  return pem.value_or("");
+  return LeafBuilder(ca)
+      .At(now)
+      .Validity(validity)
+      .Key(type)
+      .DnsNames(std::move(dns_names))
+      .IpAddresses({"10.0.0.7", "fd00::1"})
+      .Build();
 }
 
 PairSource Source(const std::vector<const KeyPair*>& cas, const KeyPair& leaf,
                   const KeyPair* ca_key = nullptr) {
   PairSource source;
-  std::vector<Certificate> bundle;
-  for (const KeyPair* ca : cas) {
-    bundle.push_back(ca->certificate);
-  }
-  source.ca_pem = EncodeCertificateBundle(bundle);
+  source.ca_pem = BundlePem(cas);
   source.cert_pem = leaf.certificate.ToPem();
   source.key_pem = KeyPem(leaf.key);
   if (ca_key != nullptr) {

@@ -7,12 +7,16 @@
 
 #include "certctl/pki/issue.h"
 
+#include "support/test_pki.h"
 #include "support/tls_server.h"
 
 namespace certctl::probe {
 namespace {
 
+using testing::CaBuilder;
 using ::testing::HasSubstr;
+using testing::KeyPem;
+using testing::LeafBuilder;
 using testing::TlsServer;
 using namespace std::chrono_literals;
 
@@ -26,16 +30,11 @@ struct Pki {
 };
 
 Pki MakePki(const std::string& leaf_name) {
-  const TimePoint now = std::chrono::system_clock::now();
-  pki::CaRequest ca_request;
-  ca_request.common_name = "hook-ca";
-  Pki made{pki::IssueCa(ca_request, now).value(), "", "", ""};
+  Pki made{CaBuilder("hook-ca").Build(), "", "", ""};
   made.ca_pem = made.ca.certificate.ToPem();
-  pki::LeafRequest leaf_request;
-  leaf_request.dns_names = {leaf_name};
-  const pki::KeyPair leaf = pki::IssueLeaf(leaf_request, made.ca, now).value();
+  const pki::KeyPair leaf = LeafBuilder(made.ca).DnsNames({leaf_name}).Build();
   made.leaf_pem = leaf.certificate.ToPem();
-  made.key_pem = leaf.key.ToPem().value();
+  made.key_pem = KeyPem(leaf.key);
   return made;
 }
 
