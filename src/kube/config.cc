@@ -331,8 +331,12 @@ Status ApplyCluster(const Entry& entry, const std::string& name, ClusterConfig& 
   if (url.rfind("https://", 0) != 0 && url.rfind("http://", 0) != 0) {
     return fields.Invalid("server " + Quoted(url) + " is not an http(s) URL");
   }
-  while (!url.empty() && url.back() == '/') {
+  const std::size_t host_at = url.find("://") + 3;
+  while (url.size() > host_at && url.back() == '/') {
     url.pop_back();
+  }
+  if (url.size() == host_at) {
+    return fields.Invalid("server " + Quoted(url) + " names no host");
   }
   config.server = url;
 

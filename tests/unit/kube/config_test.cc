@@ -260,6 +260,16 @@ contexts:
   ExpectError(LoadFile(file, "no-cluster"), "context \"no-cluster\": cluster is not set");
   ExpectError(LoadFile(file, "no-server"), "cluster \"noserver\": server is not set");
 
+  // A URL without a host (a flow map's comma cut it short) is no server.
+  for (const char* server : {"https://", "https:///", "http://"}) {
+    const fs::path hostless = dir.Write(
+        "hostless", std::string("current-context: c\nclusters: [{name: k, cluster: {server: '") +
+                        server +
+                        "'}}]\nusers: [{name: u, user: {}}]\n"
+                        "contexts: [{name: c, context: {cluster: k, user: u}}]\n");
+    ExpectError(LoadFile(hostless), "names no host");
+  }
+
   const fs::path no_current = dir.Write("nocurrent", "clusters: []\n");
   ExpectError(LoadFile(no_current), "current-context is not set");
 }
