@@ -47,9 +47,7 @@ Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohman
   return std::optional<nlohmann::json>(std::move(operations));
 }
 
-std::optional<nlohmann::json> FailClosedPatch(
-    TargetKind kind, const nlohmann::json& object,
-    const std::function<bool(const std::string& entry)>& closable) {
+std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::json& object) {
   if (kind != TargetKind::kValidatingWebhookConfiguration &&
       kind != TargetKind::kMutatingWebhookConfiguration) {
     return std::nullopt;
@@ -63,8 +61,7 @@ std::optional<nlohmann::json> FailClosedPatch(
     const nlohmann::json& webhook = webhooks[i];
     if (!webhook.is_object() || !webhook.contains("failurePolicy") ||
         webhook["failurePolicy"] != "Ignore" || !webhook.contains("name") ||
-        !webhook["name"].is_string() ||
-        (closable && !closable(webhook["name"].get<std::string>()))) {
+        !webhook["name"].is_string()) {
       continue;
     }
     const std::string entry = "/webhooks/" + std::to_string(i);
