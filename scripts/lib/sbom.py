@@ -42,6 +42,7 @@ NAMESPACE = "https://spdx.org/spdxdocs"
 TRIPLES = {"amd64": "x86_64-linux-gnu", "arm64": "aarch64-linux-gnu"}
 ELF_MACHINES = {"amd64": 62, "arm64": 183}  # e_machine: EM_X86_64, EM_AARCH64
 COMMON_LICENSES = "/usr/share/common-licenses"
+COMMON_DIR = "common-licenses"  # in --licenses-dir: each text referred to, once
 
 # The libraries certctl is made of. kind "archive": files named by the CMake cache;
 # "runtime": archives the compiler links by itself; "header": a header the build compiles;
@@ -286,8 +287,10 @@ def copyright_facts(text, name, licences):
 
 
 def licence_text(sources):
-    """One complete licence file: the given (title, path) files, then every
-    /usr/share/common-licenses text they refer to."""
+    """One package's licence file: the given (title, path) files, then the names of the
+    /usr/share/common-licenses texts they refer to, which go once into common-licenses/ beside
+    it (several libraries refer to the same GPL; the image has no room for copies).
+    Returns the text and the set of common-licenses paths it refers to."""
     parts, referenced = [], set()
     for title, path in sources:
         with open(path, encoding="utf-8", errors="replace") as f:
@@ -298,10 +301,11 @@ def licence_text(sources):
             common = os.path.join(COMMON_LICENSES, ref.rstrip("."))
             if os.path.isfile(common):
                 referenced.add(os.path.realpath(common))  # GPL is a link to GPL-3: once
-    for common in sorted(referenced):
-        with open(common, encoding="utf-8", errors="replace") as f:
-            parts.append(f"===== {common} =====\n\n{f.read().rstrip()}\n")
-    return "\n".join(parts)
+    if referenced:
+        names = ", ".join(f"{COMMON_DIR}/{os.path.basename(c)}" for c in sorted(referenced))
+        parts.append(f"===== Licence texts referred to =====\n\nThe texts of {COMMON_LICENSES} "
+                     f"referred to above are beside this file: {names}.\n")
+    return "\n".join(parts), referenced
 
 
 # --- finding the libraries ----------------------------------------------------------------
@@ -455,8 +459,8 @@ def spdx_id(name):
 
 
 def describe(library, args, cache, cxx, headers, deps, licences):
-    """The SPDX package of one library, the (file name, text) of its licence file, and the
-    binary package it was taken from (None when built here from source)."""
+    """The SPDX package of one library, its licence file (name, text, common texts it needs),
+    and the binary package it was taken from (None when built here from source)."""
     name = library["name"]
     if library["kind"] == "source":
         if name not in deps:
@@ -539,7 +543,8 @@ def describe(library, args, cache, cxx, headers, deps, licences):
     if homepage:
         package["homepage"] = homepage
     file_name = re.sub(r"[^a-z0-9.+-]", "-", name.lower()) + ".txt"
-    return package, (file_name, licence_text(texts)), binary
+    text, common = licence_text(texts)
+    return package, (file_name, text, common), binary
 
 
 def check_headers(headers, listed, arch):
@@ -636,11 +641,17 @@ def main():
         document["hasExtractedLicensingInfos"] = [licences.extracted[k]
                                                   for k in sorted(licences.extracted)]
 
-    os.makedirs(args.licenses_dir, exist_ok=True)
+    os.makedirs(os.path.join(args.licenses_dir, COMMON_DIR), exist_ok=True)
     with open(own_licence, encoding="utf-8") as f:
-        licence_files.append(("certctl.txt", f.read()))
-    for file_name, text in licence_files:
+        licence_files.append(("certctl.txt", f.read(), set()))
+    for file_name, text, _ in licence_files:
         with open(os.path.join(args.licenses_dir, file_name), "w", encoding="utf-8") as f:
+            f.write(text)
+    for common in sorted(set().union(*(c for _, _, c in licence_files))):
+        with open(common, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        with open(os.path.join(args.licenses_dir, COMMON_DIR, os.path.basename(common)), "w",
+                  encoding="utf-8") as f:
             f.write(text)
     with open(args.out, "w", encoding="utf-8") as f:
         json.dump(document, f, indent=2, ensure_ascii=False)

@@ -67,6 +67,10 @@ def test_the_executable_the_ca_bundle_the_licences_and_nothing_else(image):
     assert {"licenses/openssl.txt", "licenses/curl.txt"} <= set(licences), licences
     assert all(len(contents[name]) > 100 for name in licences)
     assert b"Apache License" in contents["licenses/certctl.txt"]
+    # The GPL texts glibc and the GCC runtime refer to, once, beside the files naming them.
+    assert b"common-licenses/GPL-3" in contents["licenses/libstdc++.txt"]
+    assert b"GNU GENERAL PUBLIC LICENSE" in contents["licenses/common-licenses/GPL-3"]
+    assert b"common-licenses/LGPL-2.1" in contents["licenses/glibc.txt"]
     binary = members["usr/local/bin/certctl"]
     assert (binary.uid, binary.gid, binary.mode & 0o7777) == (0, 0, 0o755)
     digest = hashlib.sha256(contents["usr/local/bin/certctl"]).hexdigest()
@@ -79,4 +83,4 @@ def test_the_executable_the_ca_bundle_the_licences_and_nothing_else(image):
     # no mount point of the runtime's shows either).
     others = {name for name in members if name not in contents}
     assert others == {"usr", "usr/local", "usr/local/bin", "etc", "etc/ssl", "etc/ssl/certs",
-                      "licenses"}
+                      "licenses", "licenses/common-licenses"}

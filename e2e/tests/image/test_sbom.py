@@ -311,7 +311,7 @@ def test_licences_read_from_debian(generated):
 
 def test_licence_files_are_complete(generated):
     _, doc, _, licenses = generated
-    names = sorted(os.listdir(licenses))
+    names = sorted(n for n in os.listdir(licenses) if n.endswith(".txt"))
     for package in doc["packages"]:
         path = os.path.join(licenses, re.sub(r"[^a-z0-9.+-]", "-", package["name"].lower())
                             + ".txt")
@@ -321,7 +321,10 @@ def test_licence_files_are_complete(generated):
         own = f.read()
     with open(os.path.join(REPO, "LICENSE"), encoding="utf-8") as f:
         assert own == f.read()
-    # Debian's copyright file, and every common-licenses text it refers to, are in the file.
+    # Debian's copyright file is in the file; every common-licenses text it refers to is in
+    # common-licenses/ beside it, named at the file's end, and each text is there once.
+    common_dir = os.path.join(licenses, "common-licenses")
+    wanted = set()
     for name, binary_package in (("openssl", "libssl-dev"), ("glibc", "libc6-dev"),
                                  ("libstdc++", f"libstdc++-{gcc_major()}-dev")):
         with open(os.path.join(licenses, f"{name}.txt"), encoding="utf-8") as f:
@@ -333,8 +336,21 @@ def test_licence_files_are_complete(generated):
                                   debian)):
             common = os.path.realpath(f"/usr/share/common-licenses/{ref}")
             if os.path.isfile(common):
-                with open(common, encoding="utf-8") as f:
-                    assert f.read().rstrip() in text, f"{name}: {common}"
+                kept = os.path.basename(common)
+                wanted.add(kept)
+                assert f"common-licenses/{kept}" in text.rsplit("=====", 1)[1], f"{name}: {kept}"
+                with open(common, encoding="utf-8") as f, \
+                        open(os.path.join(common_dir, kept), encoding="utf-8") as g:
+                    assert g.read() == f.read(), f"{name}: {common}"
+    assert {"GPL-2", "GPL-3", "LGPL-2.1"} <= wanted
+    commons = {}
+    for kept in os.listdir(common_dir):
+        with open(os.path.join(common_dir, kept), encoding="utf-8") as f:
+            commons[kept] = f.read().rstrip()
+    for name in set(names) - {"certctl.txt"}:  # certctl's LICENSE is the Apache-2.0 text
+        with open(os.path.join(licenses, name), encoding="utf-8") as f:
+            text = f.read()
+        assert not [kept for kept, common in commons.items() if common in text], name
     with open(os.path.join(licenses, "curl.txt"), encoding="utf-8") as f:
         assert "COPYRIGHT AND PERMISSION NOTICE" in f.read()  # curl's own COPYING
 
@@ -345,7 +361,11 @@ def test_same_inputs_same_bytes(generated, tmp_path):
     assert done.returncode == 0, done.stderr
     with open(out, "rb") as a, open(again, "rb") as b:
         assert a.read() == b.read()
-    for name in os.listdir(licenses):
+    names = sorted(os.path.relpath(os.path.join(d, f), licenses)
+                   for d, _, files in os.walk(licenses) for f in files)
+    assert names == sorted(os.path.relpath(os.path.join(d, f), again_licenses)
+                           for d, _, files in os.walk(again_licenses) for f in files)
+    for name in names:
         with open(os.path.join(licenses, name), "rb") as a, \
                 open(os.path.join(again_licenses, name), "rb") as b:
             assert a.read() == b.read(), name
