@@ -74,9 +74,10 @@ def table_rules(mode):
     return copy.deepcopy(table["modes"][mode]["rules"])
 
 
-def chart_values(secret_name, targets, sidecar=None):
-    """The chart's default values with `secretName`, `targets` and keys of `sidecar` set,
-    resolved as the chart's certctl.resolvedValues resolves them."""
+def chart_values(secret_name, targets, sidecar=None, top=None):
+    """The chart's default values with `secretName`, `targets`, keys of `sidecar` and the
+    top-level keys of `top` (failurePolicyOnceReady, webhook: {service}) set, resolved as the
+    chart's certctl.resolvedValues resolves them."""
     with open(os.path.join(CHART, "values.yaml"), encoding="utf-8") as f:
         values = yaml.safe_load(f)
     for key, given, known in (("targets", targets, values["targets"]),
@@ -87,6 +88,13 @@ def chart_values(secret_name, targets, sidecar=None):
     values["secretName"] = secret_name
     values["targets"].update(copy.deepcopy(targets))
     values["sidecar"].update(copy.deepcopy(sidecar or {}))
+    for key, value in (top or {}).items():
+        if key not in values:
+            raise KeyError(f"not a value of the chart: {key}")
+        if isinstance(value, dict):
+            values[key].update(copy.deepcopy(value))
+        else:
+            values[key] = value
     resolved = values["sidecar"]
     if resolved.get("leaderElection") is None:
         resolved["leaderElection"] = int(resolved["replicas"]) > 1
@@ -103,12 +111,12 @@ def value_at(values, path):
     return value
 
 
-def grants(mode, secret_name, targets, sidecar=None):
+def grants(mode, secret_name, targets, sidecar=None, top=None):
     """The table's rules of `mode` that the chart grants for this Secret, these targets and
     these sidecar settings, in table order: a rule limited to named objects only when the
     value names some (an empty resourceNames would cover everything), a rule with `when`
     only when that value is set."""
-    values = chart_values(secret_name, targets, sidecar)
+    values = chart_values(secret_name, targets, sidecar, top)
     out = []
     for rule in table_rules(mode):
         if rule.get("when") and not value_at(values, rule["when"]):
@@ -125,21 +133,21 @@ def grants(mode, secret_name, targets, sidecar=None):
     return out
 
 
-def policy_rules(mode, secret_name, targets, sidecar=None):
+def policy_rules(mode, secret_name, targets, sidecar=None, top=None):
     """{"namespace": [PolicyRule, ...], "default": [...], "cluster": [...]}: the rules of
     the chart's Role in the Secret's namespace, of its Role in the namespace default, and
     of its ClusterRole."""
     by_scope = {scope: [] for scope in SCOPES}
-    for grant in grants(mode, secret_name, targets, sidecar):
+    for grant in grants(mode, secret_name, targets, sidecar, top):
         by_scope[grant.scope].append(grant.policy)
     return by_scope
 
 
-def emulator_rules(mode, secret_name, namespace, targets, sidecar=None):
+def emulator_rules(mode, secret_name, namespace, targets, sidecar=None, top=None):
     """The emulator policy rules (cluster.add_user) that the chart's RBAC amounts to for a
     Secret `secret_name` in `namespace`, these targets and these sidecar settings."""
     return [grant.emulator_rule(namespace)
-            for grant in grants(mode, secret_name, targets, sidecar)]
+            for grant in grants(mode, secret_name, targets, sidecar, top)]
 
 
 def request_name(entry):

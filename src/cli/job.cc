@@ -241,7 +241,15 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
   // Ready: every bundle read back (Converge), every name covered and, with --serving-addr,
   // a verified handshake.
   if (!options.failure_policy_once_ready.empty() && injected_targets) {
-    auto closed = controller::FailClosed(*cluster->client, *injected_targets);
+    // Fail only where the API server can call: the Service, its port, a ready endpoint.
+    const pki::CertificateInfo* leaf =
+        outcome->validation.leaf ? &*outcome->validation.leaf : nullptr;
+    auto closable =
+        controller::JudgeClosableUntil(*cluster->client, *injected_targets, leaf, deadline, clock);
+    if (!closable) {
+      return Failed(command, closable.error().message());
+    }
+    auto closed = controller::FailClosed(*cluster->client, *injected_targets, &*closable);
     if (!closed) {
       return Failed(command, closed.error().message());
     }
@@ -258,6 +266,15 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
       }
       spdlog::info("set failurePolicy Fail on {} webhook entr{} that had Ignore: {} ({})",
                    closed->entries, closed->entries == 1 ? "y" : "ies", names, took());
+    }
+    if (closable->kept > 0) {
+      std::string why = JoinFindings(closable->findings);
+      for (const std::string& note : closable->notes) {
+        why += (why.empty() ? "" : "; ") + note;
+      }
+      return Failed(command, "kept failurePolicy Ignore on " + std::to_string(closable->kept) +
+                                 (closable->kept == 1 ? " webhook entry" : " webhook entries") +
+                                 " the API server cannot call: " + why);
     }
   }
   return kExitOk;

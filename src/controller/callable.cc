@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "certctl/inject/patch.h"
 #include "certctl/kube/object.h"
 #include "certctl/pki/names.h"
 #include "certctl/util/safety_controls.h"
@@ -208,6 +209,9 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
     if (!service) {
       if (service.error().code() == ErrorCode::kPermissionDenied) {
         refused(object, service.error());
+        for (TargetStatus* caller : all_callers) {
+          caller->service_unread = true;
+        }
         continue;
       }
       return Fail(service.error().Wrap("get " + object));
@@ -311,6 +315,77 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
     }
   }
   return {};
+}
+
+Result<ClosableEntries> JudgeClosable(kube::Client& client,
+                                      const std::vector<TargetObject>& targets,
+                                      const pki::CertificateInfo* leaf) {
+  CheckReport report;
+  std::vector<std::string> objects;  // of report.targets, in step
+  for (const TargetObject& target : targets) {
+    const std::optional<nlohmann::json> open = inject::FailClosedPatch(target.kind, target.object);
+    if (!open) {
+      continue;  // no entry with Ignore, or no failurePolicy at all
+    }
+    const std::string kind(inject::TargetKindName(target.kind));
+    for (CallVerdict& verdict : JudgeCalls(target, leaf)) {
+      const bool ignoring =
+          inject::FailClosedPatch(target.kind, target.object, [&](const std::string& entry) {
+            return entry == verdict.endpoint.entry;
+          }).has_value();
+      if (!ignoring) {
+        continue;
+      }
+      TargetStatus status{kind, target.name, verdict.endpoint.entry, !verdict.finding, "", "",
+                          {},   false};
+      if (verdict.finding) {
+        report.call_findings.push_back(std::move(*verdict.finding));
+      }
+      status.endpoint = std::move(verdict.endpoint);
+      report.targets.push_back(std::move(status));
+      objects.push_back(TargetObjectName(target.kind, target.name));
+    }
+  }
+  ClosableEntries closable;
+  if (report.targets.empty()) {
+    return closable;
+  }
+  if (auto checked = CheckServices(client, report); !checked) {
+    return Fail(checked.error());
+  }
+  for (std::size_t i = 0; i < report.targets.size(); ++i) {
+    const TargetStatus& status = report.targets[i];
+    if (status.ok && !status.service_unread && status.endpoint.problem.empty()) {
+      closable.entries.insert({objects[i], status.webhook});
+    } else {
+      ++closable.kept;
+    }
+  }
+  closable.findings = std::move(report.call_findings);
+  closable.notes = std::move(report.notes);
+  return closable;
+}
+
+Result<ClosableEntries> JudgeClosableUntil(kube::Client& client,
+                                           const std::vector<TargetObject>& targets,
+                                           const pki::CertificateInfo* leaf, TimePoint deadline,
+                                           const Clock& clock) {
+  for (;;) {
+    auto judged = JudgeClosable(client, targets, leaf);
+    const auto starting = [](const ClosableEntries& closable) {
+      return closable.kept > 0 && closable.notes.empty() && !closable.findings.empty() &&
+             std::all_of(closable.findings.begin(), closable.findings.end(),
+                         [](const Finding& finding) {
+                           return finding.code == FindingCode::kNoReadyEndpoints;
+                         });
+    };
+    if (!judged || !starting(*judged) || clock.Now() >= deadline) {
+      return judged;
+    }
+    clock.Sleep(std::min<std::chrono::milliseconds>(
+        std::chrono::seconds(1),
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.Now())));
+  }
 }
 
 }  // namespace certctl::controller

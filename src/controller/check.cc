@@ -95,7 +95,7 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
     if (!slots) {
       report.other_findings.push_back(
           {FindingCode::kCaBundleMismatch, object, slots.error().message()});
-      report.targets.push_back({kind, name, "", false, "", "", {}});
+      report.targets.push_back({kind, name, "", false, "", "", {}, false});
       continue;
     }
     const pki::CertificateInfo* leaf = report.validation.leaf ? &*report.validation.leaf : nullptr;
@@ -109,8 +109,8 @@ Status CheckTargets(kube::Client& client, const TargetSelection& selection, Chec
             {FindingCode::kCaBundleMismatch,
              slot.webhook.empty() ? object : object + " webhook " + slot.webhook, problem});
       }
-      TargetStatus status{kind, name, slot.webhook, have_ca && problem.empty(), slot.bundle,
-                          "",   {}};
+      TargetStatus status{kind,        name, slot.webhook, have_ca && problem.empty(),
+                          slot.bundle, "",   {},           false};
       // The endpoints line up with the slots: both are read in document order.
       if (i < calls.size()) {
         CallVerdict& call = calls[i];

@@ -1,5 +1,7 @@
 #include "certctl/controller/failure_policy.h"
 
+#include <functional>
+
 #include "certctl/inject/patch.h"
 
 namespace certctl::controller {
@@ -22,19 +24,26 @@ std::vector<std::string> FailurePolicyHolds(const std::vector<TargetObject>& tar
   return held;
 }
 
-Result<FailClosedOutcome> FailClosed(kube::Client& client,
-                                     const std::vector<TargetObject>& targets) {
+Result<FailClosedOutcome> FailClosed(kube::Client& client, const std::vector<TargetObject>& targets,
+                                     const ClosableEntries* closable) {
   FailClosedOutcome outcome;
   outcome.held = FailurePolicyHolds(targets);
   for (const TargetObject& target : targets) {
     const inject::TargetKind kind = target.kind;
+    const std::string name = TargetObjectName(target.kind, target.name);
+    std::function<bool(const std::string&)> only;
+    if (closable != nullptr) {
+      only = [closable, &name](const std::string& entry) {
+        return closable->Closable(name, entry);
+      };
+    }
     // The patch is computed from the object as read, and again from each fresh read: a hold
     // on either means no patch.
-    auto applied = PatchTarget(client, target, [kind](const nlohmann::json& object) {
+    auto applied = PatchTarget(client, target, [kind, &only](const nlohmann::json& object) {
       if (HoldsFailurePolicy(object)) {
         return Result<std::optional<nlohmann::json>>(std::nullopt);
       }
-      std::optional<nlohmann::json> patch = inject::FailClosedPatch(kind, object);
+      std::optional<nlohmann::json> patch = inject::FailClosedPatch(kind, object, only);
       // Guarded by the version read as well: a hold put on since then makes the patch fail
       // its test, and the object read again is left alone.
       const nlohmann::json::json_pointer version("/metadata/resourceVersion");

@@ -47,7 +47,9 @@ Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohman
   return std::optional<nlohmann::json>(std::move(operations));
 }
 
-std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::json& object) {
+std::optional<nlohmann::json> FailClosedPatch(
+    TargetKind kind, const nlohmann::json& object,
+    const std::function<bool(const std::string& entry)>& closable) {
   if (kind != TargetKind::kValidatingWebhookConfiguration &&
       kind != TargetKind::kMutatingWebhookConfiguration) {
     return std::nullopt;
@@ -61,7 +63,8 @@ std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::j
     const nlohmann::json& webhook = webhooks[i];
     if (!webhook.is_object() || !webhook.contains("failurePolicy") ||
         webhook["failurePolicy"] != "Ignore" || !webhook.contains("name") ||
-        !webhook["name"].is_string()) {
+        !webhook["name"].is_string() ||
+        (closable && !closable(webhook["name"].get<std::string>()))) {
       continue;
     }
     const std::string entry = "/webhooks/" + std::to_string(i);

@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "certctl/controller/callable.h"
 #include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
 #include "certctl/inject/patch.h"
@@ -158,9 +159,13 @@ std::string HeldBundle(const controller::TargetObject& target) {
 }
 
 // What the failurePolicies of `target` hold, as one value for the damper: the patch that would
-// close the entries with Ignore, empty once none has (as certctl leaves them).
-std::string OpenEntries(const controller::TargetObject& target) {
-  const std::optional<nlohmann::json> patch = inject::FailClosedPatch(target.kind, target.object);
+// close its closable entries with Ignore, empty once none has (as certctl leaves them).
+std::string OpenEntries(const controller::TargetObject& target,
+                        const controller::ClosableEntries& closable) {
+  const std::string object = controller::TargetObjectName(target.kind, target.name);
+  const std::optional<nlohmann::json> patch = inject::FailClosedPatch(
+      target.kind, target.object,
+      [&](const std::string& entry) { return closable.Closable(object, entry); });
   return patch ? patch->dump() : "";
 }
 
@@ -301,28 +306,46 @@ std::vector<std::string> Sidecar::FailurePolicyHolds() const {
   return failure_policy_held_;
 }
 
-bool Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
+Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
   const MonotonicTime now = clock_.Monotonic();
+  // Readiness already holds every called name covered; the Services and their endpoints are
+  // judged here, and only when some entry still has Ignore.
+  Closing closing;
+  auto closable = controller::JudgeClosable(client_, targets, nullptr);
+  if (!closable) {
+    WarnRateLimited("failure-policy", closable.error().message());
+    return closing;
+  }
+  closing.kept = closable->kept > 0;
+  if (closable->kept > 0) {
+    std::string why = JoinFindings(closable->findings);
+    for (const std::string& note : closable->notes) {
+      why += (why.empty() ? "" : "; ") + note;
+    }
+    WarnRateLimited("failure-policy-kept", "kept failurePolicy Ignore on " +
+                                               std::to_string(closable->kept) +
+                                               (closable->kept == 1 ? " entry" : " entries") +
+                                               " the API server cannot call: " + why);
+  }
   // An entry set back to Ignore after certctl closed it is a repair like any other: it waits
   // while the damper holds the configuration.
   std::vector<controller::TargetObject> due;
   std::map<std::string, const controller::TargetObject*> overwritten;
-  bool held_back = false;
   for (const controller::TargetObject& target : targets) {
     const std::string object = controller::TargetObjectName(target.kind, target.name);
-    if (!damper_.Overwritten(object, kFailurePolicyField, OpenEntries(target))) {
+    if (!damper_.Overwritten(object, kFailurePolicyField, OpenEntries(target, *closable))) {
       due.push_back(target);
     } else if (!SafetyRemoved("damping") && damper_.HoldsBack(object, now)) {
-      held_back = true;
+      closing.held_back = true;
     } else {
       due.push_back(target);
       overwritten[object] = &target;
     }
   }
-  auto closed = controller::FailClosed(client_, due);
+  auto closed = controller::FailClosed(client_, due, &*closable);
   if (!closed) {
     WarnRateLimited("failure-policy", closed.error().message());
-    return held_back;
+    return closing;
   }
   const std::string secret_object =
       controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
@@ -346,7 +369,7 @@ bool Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
         "set failurePolicy Fail on the entries that had Ignore, as " + secret_object + " is ready",
         config_.instance, clock_.Now()));
   }
-  return held_back;
+  return closing;
 }
 
 }  // namespace certctl::loop

@@ -32,6 +32,9 @@ constexpr milliseconds kAliveWithin{60000};
 // While a watch is failing, a pass this often re-judges readiness and repairs what changed
 // unseen.
 constexpr milliseconds kPollWhileBlind{5000};
+// An entry kept at Ignore for want of a Service, a port or a ready endpoint is judged again
+// this often: the webhook's pods become ready after certctl does.
+constexpr milliseconds kKeptIgnoreRecheck{5000};
 // How long a replaced set of the certificate folder stays for readers that were opening it.
 constexpr milliseconds kStaleSetGrace{2000};
 
@@ -287,6 +290,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     NoteFailurePolicyHolds(report->targets);
   }
   bool held_back = !report->held_back.empty();
+  std::optional<MonotonicTime> recheck;
   if (role == Role::kLeader && config_.fail_closed_once_ready && pass_ready) {
     bool ready = false;
     {
@@ -294,10 +298,18 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
       ready = ReadyLocked();
     }
     if (ready) {
-      held_back = FailClosed(report->targets) || held_back;
+      const Closing closing = FailClosed(report->targets);
+      held_back = closing.held_back || held_back;
+      // No watch tells when the webhook's Service or its endpoints come: look again soon.
+      if (closing.kept) {
+        recheck = clock_.Monotonic() + kKeptIgnoreRecheck;
+      }
     }
   }
   repair_due_at_ = held_back ? damper_.NextRelease(clock_.Monotonic()) : std::nullopt;
+  if (recheck && (!repair_due_at_ || *recheck < *repair_due_at_)) {
+    repair_due_at_ = recheck;
+  }
   return report->folder_written;
 }
 

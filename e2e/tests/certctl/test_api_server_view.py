@@ -501,9 +501,19 @@ def test_a_service_in_another_namespace_is_not_covered(demo, certctl_binary):
 
 # --- job ----------------------------------------------------------------------------------
 
+# The chart's grant with failurePolicyOnceReady: certctl may read the webhook's Service and
+# its EndpointSlices, to set Fail only where the API server can call.
+FAIL_CLOSED = {"failurePolicyOnceReady": "Fail", "webhook": {"service": "hook"}}
+
+
+def callable_service(cluster):
+    """The webhook's Service "hook" with one ready endpoint: what Fail needs besides the name."""
+    apply(cluster, *service_with_endpoints("hook", NS))
+
 @pytest.fixture
 def job_user(demo):
-    demo.add_user(USER, emulator_rules("job", SECRET, NS, {"validatingWebhooks": ["hook"]}))
+    demo.add_user(USER, emulator_rules("job", SECRET, NS, {"validatingWebhooks": ["hook"]},
+                                       top=FAIL_CLOSED))
     return demo
 
 
@@ -594,6 +604,7 @@ def writes_by(cluster, user):
 
 @pytest.mark.backends("emulator", "real")
 def test_job_fails_closed_once_ready_and_then_writes_nothing(job_user, certctl_binary):
+    callable_service(job_user)
     apply(job_user, vwc("hook", ["a.example.com", "b.example.com"],
                         policies=["Ignore", "Fail"]))
     # Without the flag the policies are left as they are.
@@ -624,6 +635,7 @@ def test_job_fails_closed_once_ready_and_then_writes_nothing(job_user, certctl_b
 
 @pytest.mark.backends("emulator", "real")
 def test_job_refuses_ignore_and_leaves_ignore_when_not_callable(job_user, certctl_binary):
+    callable_service(job_user)
     apply(job_user, vwc("hook", ["a.example.com", "b.example.com"],
                         policies=["Ignore", "Ignore"]))
     job_user.reset_request_log()
@@ -655,7 +667,7 @@ def sidecars(cluster, certctl_binary, tmp_path):
     def start(target, *args, service="hook", name="a"):
         cluster.add_user(USER, emulator_rules("sidecar", SECRET, NS,
                                               {"validatingWebhooks": [target]},
-                                              {"leaderElection": False}))
+                                              {"leaderElection": False}, FAIL_CLOSED))
         sidecar = Sidecar(certctl_binary, cluster, str(tmp_path), name, USER,
                           ["--validating-webhook", target, *args], namespace=NS,
                           service=service)
@@ -788,6 +800,7 @@ def test_run_fails_closed_once_the_webhook_serves_and_never_reopens(cluster, sid
     cluster.kubectl("create", "namespace", NS)
     apply(cluster, vwc("hook", ["a.example.com", "b.example.com"],
                        policies=["Ignore", "Ignore"]))
+    callable_service(cluster)
     port, = free_ports(1)  # nothing listens there yet
     sidecar = sidecars("hook", "--serving-addr", f"127.0.0.1:{port}",
                        "--failure-policy-once-ready", "Fail")
@@ -859,6 +872,7 @@ def test_the_hold_annotation_makes_an_operators_ignore_stick(cluster, sidecars, 
     cluster.add_user("checker", checker_rules())
     apply(cluster, vwc("hook", ["a.example.com", "b.example.com"],
                        policies=["Ignore", "Ignore"]))
+    callable_service(cluster)
     sidecar = sidecars("hook", "--failure-policy-once-ready", "Fail")
     wait_for(lambda: policies(cluster) == ["Fail", "Fail"], "failurePolicy Fail",
              watch=[sidecar])
@@ -892,3 +906,52 @@ def test_the_hold_annotation_makes_an_operators_ignore_stick(cluster, sidecars, 
     wait_for(lambda: 'certctl_failure_policy_held{target="validatingwebhookconfiguration/hook"} 0'
              in sidecar.metrics()[0], "the hold's gauge at 0", bound=5, watch=[sidecar])
     assert "hold:" not in sidecar.get("/readyz?verbose")[1]
+
+
+@pytest.mark.backends("emulator", "real")
+def test_run_sets_fail_only_on_entries_the_api_server_can_call(cluster, sidecars):
+    """SPEC 4a, per entry: Fail only while the Service an entry calls exists with the port it
+    names and has a ready endpoint; the others keep Ignore, and the log says why. Nothing
+    watches Services: certctl looks again every few seconds while an entry waits."""
+    cluster.kubectl("create", "namespace", NS)
+    configuration = vwc("hook", ["a.example.com", "b.example.com"],
+                        policies=["Ignore", "Ignore"])
+    configuration["webhooks"][1]["clientConfig"]["service"]["port"] = 9999
+    apply(cluster, configuration)
+    sidecar = sidecars("hook", "--failure-policy-once-ready", "Fail")
+    wait_for(lambda: sidecar.readyz()[0] == 200, "ready", watch=[sidecar])
+    more_passes(cluster, sidecar, lambda: sidecar.send(signal.SIGHUP), "SIGHUP")
+    assert policies(cluster) == ["Ignore", "Ignore"]  # no Service at all
+    assert "kept failurePolicy Ignore on 2 entries the API server cannot call" in sidecar.log()
+    assert f"service/{NS}/hook: does not exist" in sidecar.log()
+
+    service, slice_ = service_with_endpoints("hook", NS, ready=(False,))
+    apply(cluster, service, slice_)
+    more_passes(cluster, sidecar, lambda: sidecar.send(signal.SIGHUP), "the Service")
+    assert policies(cluster) == ["Ignore", "Ignore"]  # no ready endpoint
+
+    slice_["endpoints"][0]["conditions"]["ready"] = True
+    apply(cluster, slice_)  # no signal: certctl looks again by itself
+    wait_for(lambda: policies(cluster) == ["Fail", "Ignore"], "Fail on the entry on port 443",
+             bound=10, watch=[sidecar], poll=0.1)
+    assert "has no port 9999" in sidecar.log()
+    more_passes(cluster, sidecar, lambda: sidecar.send(signal.SIGHUP), "SIGHUP")
+    assert policies(cluster) == ["Fail", "Ignore"]
+
+
+@pytest.mark.backends("emulator", "real")
+def test_job_sets_fail_only_on_callable_entries_and_names_the_rest(job_user, certctl_binary):
+    configuration = vwc("hook", ["a.example.com", "b.example.com"], policies=["Ignore", "Ignore"])
+    configuration["webhooks"][1]["clientConfig"]["service"]["port"] = 9999
+    apply(job_user, configuration)
+    result = job(job_user, certctl_binary, "--failure-policy-once-ready", "Fail")
+    assert result.returncode == 1, result.stderr  # no Service at all
+    assert "kept failurePolicy Ignore on 2 webhook entries the API server cannot call" in \
+        last_line(result), result.stderr
+    assert policies(job_user) == ["Ignore", "Ignore"]
+
+    callable_service(job_user)
+    result = job(job_user, certctl_binary, "--failure-policy-once-ready", "Fail")
+    assert result.returncode == 1, result.stderr
+    assert "has no port 9999" in last_line(result), result.stderr
+    assert policies(job_user) == ["Fail", "Ignore"]

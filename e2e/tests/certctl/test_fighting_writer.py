@@ -11,7 +11,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.certctl import run_certctl, webhook_configuration
+from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, stop_all
 from harness.waiting import wait_for
@@ -180,9 +180,16 @@ class Fight:
                                     service="hook", namespace=self.ns)
         vwc["webhooks"][0]["failurePolicy"] = "Ignore"
         cluster.kubectl("apply", "-f", "-", input=json.dumps(vwc))
+        top = None
+        if "--failure-policy-once-ready" in args:
+            # Fail goes only to an entry the API server can call: a Service with a ready
+            # endpoint, which certctl may read.
+            for obj in service_with_endpoints("hook", self.ns):
+                cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+            top = {"failurePolicyOnceReady": "Fail", "webhook": {"service": "hook"}}
         cluster.add_user(self.user, emulator_rules("sidecar", SECRET, self.ns,
                                                    {"validatingWebhooks": [self.ns]},
-                                                   {"leaderElection": False}))
+                                                   {"leaderElection": False}, top))
         self.sidecar = Sidecar(certctl_binary, cluster, workdir, name, self.user,
                                ["--validating-webhook", self.ns, *args], namespace=self.ns)
         self.vwc_path = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{self.ns}"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from harness.certctl import api_service, crd, webhook_configuration
+from harness.certctl import api_service, crd, service_with_endpoints, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 
@@ -117,6 +117,9 @@ def test_helm_install_with_failure_policy_once_ready(cluster, kubelet, tmp_path)
                 crd("widgets.hook.io"), api_service("metrics.hook.io")):
         for webhook in obj.get("webhooks", []):
             webhook["failurePolicy"] = "Ignore"
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    # The webhook's Service with a ready endpoint: Fail goes only where the API server can call.
+    for obj in service_with_endpoints("hook", NS):
         cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
     values = dict(VALUES, failurePolicyOnceReady="Fail")
 

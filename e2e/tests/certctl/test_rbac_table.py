@@ -31,7 +31,8 @@ import yaml
 
 from harness import Cluster
 from harness.real_cluster import RealCluster
-from harness.certctl import api_service, crd, run_certctl, webhook_configuration
+from harness.certctl import (api_service, crd, run_certctl, service_with_endpoints,
+                             webhook_configuration)
 from harness.helm import REPO, find_helm, helm_env
 from harness.kubectl_path import KUBECTL
 from harness.kubelet import ContainerProcess, free_ports
@@ -188,18 +189,65 @@ def selector(bed):
     bed.job()
 
 
+FAIL_CLOSED = {"failurePolicyOnceReady": "Fail", "webhook": {"service": "hook"}}
+
+
+class StepMissing(AssertionError):
+    """A step of a job scenario did not happen as the full grant makes it happen."""
+
+
+def set_ignore(cluster, obj):
+    cluster.kubectl("patch", obj["kind"].lower(), obj["metadata"]["name"], "--type", "json",
+                    "-p", json.dumps([{"op": "replace", "path": f"/webhooks/{i}/failurePolicy",
+                                       "value": "Ignore"} for i in range(len(obj["webhooks"]))]))
+
+
+def policies_of(cluster, obj):
+    live = json.loads(cluster.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"],
+                                      "-o", "json").stdout)
+    return [w.get("failurePolicy") for w in live["webhooks"]]
+
+
+def fail_closed_once_callable(bed):
+    """--failure-policy-once-ready: the job reads the webhook's Service and its EndpointSlices
+    and sets Fail only once an endpoint is ready (here 2 s after it starts)."""
+    vwc = next(obj for obj in target_objects(bed.targets) if obj["kind"] == VWC)
+    set_ignore(bed.cluster, vwc)
+    service, slice_ = service_with_endpoints("hook", NS, ready=(False,))
+    bed.apply(service)
+    bed.apply(slice_)
+    became_ready = []
+
+    def endpoint_ready():
+        time.sleep(2)
+        slice_["endpoints"][0]["conditions"]["ready"] = True
+        bed.apply(slice_)
+        became_ready.append(time.monotonic())
+
+    later = threading.Thread(target=endpoint_ready)
+    later.start()
+    try:
+        bed.job("--failure-policy-once-ready", "Fail", "--wait-for-targets", "30s")
+        ended = time.monotonic()
+    finally:
+        later.join()
+    if bed.results[-1].returncode == 0 and ended < became_ready[0]:
+        raise StepMissing("failurePolicy Fail was set before the Service had a ready endpoint")
+
+
 class Scenario:
     """A code path: `run` drives it, `outcome` is what the last job run logs when the path
     was taken, and `needs` are the (table rule, verb) pairs this scenario is the designated
     proof for: taking one of them away must make it fail."""
 
-    def __init__(self, run, targets, outcome, needs=(), name=None, faults=False):
+    def __init__(self, run, targets, outcome, needs=(), name=None, faults=False, top=None):
         self.name = name or run.__name__.replace("_", "-")
         self.run = run
         self.targets = targets
         self.outcome = outcome
         self.needs = set(needs)
         self.faults = faults  # injects faults: the emulator's alone
+        self.top = top  # chart values beyond the targets (rbac.chart_values)
 
 
 SCENARIOS = [
@@ -218,6 +266,9 @@ SCENARIOS = [
     Scenario(selector, BY_SELECTOR, "injected the CA bundle into 3 of 3",
              needs={("selected-webhooks", verb) for verb in ("list", "get", "patch")},
              faults=True),
+    Scenario(fail_closed_once_callable, NAMED, "set failurePolicy Fail on 2 webhook entries",
+             needs={("webhook-service", "get"), ("webhook-endpointslices", "list")},
+             top=FAIL_CLOSED),
 ]
 BACKENDS = {"emulator": Cluster, "real": RealCluster}
 
@@ -227,7 +278,10 @@ def run_scenario(binary, scenario, rules, backend="emulator"):
     results, USER's requests, and the injected faults no request consumed."""
     with BACKENDS[backend]() as cluster:
         bed = Bed(cluster, binary, scenario.targets, rules)
-        scenario.run(bed)
+        try:
+            scenario.run(bed)
+        except StepMissing as e:  # a failure as the job's own exit 1 would be
+            bed.results.append(subprocess.CompletedProcess([], 1, "", str(e)))
         requests = [e for e in cluster.request_log()["requests"] if e["user"] == USER]
         unconsumed = (cluster.api("GET", "/_emulator/faults").json()["faults"]
                       if backend == "emulator" else [])
@@ -243,7 +297,7 @@ def check_scenario(binary, scenario, backend):
     """Runs the scenario under the table's grant: every job succeeds, every request is
     granted and allowed, and the scenario uses what it is the proof for. Returns the (rule,
     verb, resource) triples that only one grant allowed."""
-    scenario_grants = grants(MODE, SECRET, scenario.targets)
+    scenario_grants = grants(MODE, SECRET, scenario.targets, top=scenario.top)
     rules = [grant.emulator_rule(NS) for grant in scenario_grants]
     results, requests, unconsumed = run_scenario(binary, scenario, rules, backend)
     for result in results:
@@ -312,7 +366,7 @@ def test_each_verb_of_the_table_has_a_scenario_to_prove_it_needed():
 def test_without_one_verb_the_scenario_needing_it_fails(certctl_binary, backend, scenario, rule,
                                                          verb):
     rules, resources = [], None
-    for grant in grants(MODE, SECRET, scenario.targets):
+    for grant in grants(MODE, SECRET, scenario.targets, top=scenario.top):
         emulator_rule = grant.emulator_rule(NS)
         if grant.name == rule:
             resources = set(emulator_rule["resources"])
@@ -574,6 +628,27 @@ def selected_targets(bed):
                           lambda: bed.blank(vwc), lambda: bed.injected([vwc]))
 
 
+def sidecar_fails_closed_once_callable(bed):
+    """--failure-policy-once-ready: Ignore stays while the webhook's Service has no ready
+    endpoint (read from its EndpointSlices); Fail comes once it has one, without a signal."""
+    [vwc] = bed.objects
+    set_ignore(bed.cluster, vwc)
+    service, slice_ = service_with_endpoints("hook", NS, ready=(False,))
+    bed.cluster.kubectl("apply", "-f", "-", input=json.dumps(service))
+    bed.cluster.kubectl("apply", "-f", "-", input=json.dumps(slice_))
+    bed.start("--failure-policy-once-ready", "Fail")
+    bed.ready()
+    bed.until("the entries kept at Ignore for want of an endpoint",
+              lambda: "kept failurePolicy Ignore" in bed.process.log(),
+              broken_by_log="kept failurePolicy Ignore")
+    if policies_of(bed.cluster, vwc) != ["Ignore", "Ignore"]:
+        raise Broken("failurePolicy Fail before the Service had a ready endpoint")
+    slice_["endpoints"][0]["conditions"]["ready"] = True
+    bed.cluster.kubectl("apply", "-f", "-", input=json.dumps(slice_))
+    bed.until("failurePolicy Fail once an endpoint is ready",
+              lambda: policies_of(bed.cluster, vwc) == ["Fail", "Fail"])
+
+
 ONE_VWC = {"validatingWebhooks": ["hook"]}
 WATCHED = ("get", "list", "watch", "patch")
 RUN_SCENARIOS = [
@@ -592,6 +667,8 @@ RUN_SCENARIOS = [
         ("lease", "get"), ("lease", "update"), ("lease-create", "create")}),
     Scenario(selected_targets, BY_SELECTOR, None, needs={
         ("selected-webhooks", verb) for verb in WATCHED}),
+    Scenario(sidecar_fails_closed_once_callable, ONE_VWC, None, top=FAIL_CLOSED, needs={
+        ("webhook-service", "get"), ("webhook-endpointslices", "list")}),
 ]
 
 
@@ -619,7 +696,7 @@ def sidecar_rules(scenario, leave_out=None):
     taken away), and the resources of the rule it was taken from."""
     rules, resources = [], None
     sidecar = {"leaderElection": scenario.run is leader_election}
-    for grant in grants(RUN, SECRET, scenario.targets, sidecar):
+    for grant in grants(RUN, SECRET, scenario.targets, sidecar, scenario.top):
         rule = grant.emulator_rule(NS)
         if leave_out and grant.name == leave_out[0]:
             resources = set(rule["resources"])
@@ -637,7 +714,8 @@ def test_sidecar_every_request_is_granted_and_every_grant_is_used(certctl_binary
     for scenario in RUN_SCENARIOS:
         rules, _ = sidecar_rules(scenario)
         scenario_grants = grants(RUN, SECRET, scenario.targets,
-                                 {"leaderElection": scenario.run is leader_election})
+                                 {"leaderElection": scenario.run is leader_election},
+                                 scenario.top)
         broken, exit_code, log, requests, unconsumed = run_sidecar_scenario(
             certctl_binary, scenario, rules, tmp_path / scenario.name)
         assert broken is None, f"{scenario.name}: {broken}"
@@ -739,11 +817,16 @@ def one(objects, kind):
     {"crds": ["widgets.hook.io"]},
     BY_SELECTOR,
 ], ids=["every-kind-and-selector", "crd-only", "selector-only"])
-def test_chart_renders_the_table(tmp_path, targets):
+@pytest.mark.parametrize("fail_closed", [False, True], ids=["", "failure-policy-once-ready"])
+def test_chart_renders_the_table(tmp_path, targets, fail_closed):
     values = {"mode": MODE, "webhook": {"service": "hook", "namespace": "hooks"},
               "secretName": "hook-tls", "targets": targets}
+    top = {"webhook": {"service": "hook"}}
+    if fail_closed:
+        values["failurePolicyOnceReady"] = "Fail"
+        top["failurePolicyOnceReady"] = "Fail"
     objects = helm_template(tmp_path, values)
-    expected = policy_rules(MODE, "hook-tls", targets)
+    expected = policy_rules(MODE, "hook-tls", targets, top=top)
     assert one(objects, "Role")["rules"] == expected["namespace"]
     assert one(objects, "ClusterRole")["rules"] == expected["cluster"]
 

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "certctl/controller/check.h"
@@ -9,6 +11,7 @@
 #include "certctl/inject/called_names.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/certificate.h"
+#include "certctl/util/clock.h"
 #include "certctl/util/finding.h"
 #include "certctl/util/result.h"
 
@@ -43,5 +46,39 @@ std::string EntryLabel(const inject::CalledEndpoint& endpoint);
 // it are no longer ok. A read the credentials are refused is a note, not an error; other API
 // failures are errors.
 Status CheckServices(kube::Client& client, CheckReport& report);
+
+// --failure-policy-once-ready (SPEC 4a): Fail goes only to an entry the API server can call.
+struct ClosableEntries {
+  // ("validatingwebhookconfiguration/x", webhooks[].name) of the entries with Ignore that can
+  // be called: they may fail closed.
+  std::set<std::pair<std::string, std::string>> entries;
+  // Why the other entries with Ignore keep it (a name not covered, a Service or its port
+  // missing, no ready endpoint); what could not be read.
+  std::vector<Finding> findings;
+  std::vector<std::string> notes;
+  std::size_t kept = 0;  // entries with Ignore that may not fail closed
+
+  bool Closable(const std::string& object, const std::string& entry) const {
+    return entries.contains({object, entry});
+  }
+};
+
+// Judges every entry with failurePolicy Ignore of the webhook configurations among `targets`
+// as the API server would call it: its called name covered by `leaf` (when given), the
+// Service it calls existing with the port it names and, where certctl may read
+// EndpointSlices, with a ready endpoint. A Service the credentials may not read is not known
+// to exist: its entries are not closable, and a note says so. Reads nothing when no entry
+// has Ignore (a steady cluster).
+Result<ClosableEntries> JudgeClosable(kube::Client& client,
+                                      const std::vector<TargetObject>& targets,
+                                      const pki::CertificateInfo* leaf);
+
+// JudgeClosable, judged again every second until `deadline` while the only reason an entry
+// keeps Ignore is a Service without a ready endpoint yet (a hook runs while the webhook's pods
+// start); anything else is the verdict at once.
+Result<ClosableEntries> JudgeClosableUntil(kube::Client& client,
+                                           const std::vector<TargetObject>& targets,
+                                           const pki::CertificateInfo* leaf, TimePoint deadline,
+                                           const Clock& clock);
 
 }  // namespace certctl::controller

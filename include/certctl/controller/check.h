@@ -37,6 +37,8 @@ struct TargetStatus {
                         // the entry names nothing callable
   // Where the API server's call lands, and how the entry is named in findings.
   inject::CalledEndpoint endpoint;
+  // The Service it calls could not be read (the credentials were refused): not known to exist.
+  bool service_unread = false;
 };
 
 // The outcome of `certctl check`, whatever the source.

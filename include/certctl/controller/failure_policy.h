@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "certctl/controller/callable.h"
 #include "certctl/controller/targets.h"
 #include "certctl/kube/client.h"
 #include "certctl/util/result.h"
@@ -34,8 +35,9 @@ struct FailClosedOutcome {
 // `targets` (as last read), with JSON patches guarded by `test`; an object that changed
 // underneath is read again. CRDs and APIServices have no failurePolicy and are passed over.
 // Zero writes when no entry has Ignore; never turns Fail into Ignore. A configuration that
-// carries the hold (as read, or as read again for the patch) is left as it is.
-Result<FailClosedOutcome> FailClosed(kube::Client& client,
-                                     const std::vector<TargetObject>& targets);
+// carries the hold (as read, or as read again for the patch) is left as it is. With
+// `closable`, only the entries it names are closed (SPEC 4a: those the API server can call).
+Result<FailClosedOutcome> FailClosed(kube::Client& client, const std::vector<TargetObject>& targets,
+                                     const ClosableEntries* closable = nullptr);
 
 }  // namespace certctl::controller

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,7 +24,10 @@ Result<std::optional<nlohmann::json>> BundlePatch(TargetKind kind, const nlohman
 // configuration whose failurePolicy is Ignore, each write guarded by `test`s of the entry's
 // name and of Ignore, so that an entry reordered or changed meanwhile makes the server
 // reject the patch; an empty optional when no entry has Ignore (and for the other kinds,
-// which have no failurePolicy). Never turns Fail into Ignore; touches nothing else.
-std::optional<nlohmann::json> FailClosedPatch(TargetKind kind, const nlohmann::json& object);
+// which have no failurePolicy). Never turns Fail into Ignore; touches nothing else. With
+// `closable`, only the entries it names (by webhooks[].name) are closed.
+std::optional<nlohmann::json> FailClosedPatch(
+    TargetKind kind, const nlohmann::json& object,
+    const std::function<bool(const std::string& entry)>& closable = {});
 
 }  // namespace certctl::inject

@@ -152,10 +152,14 @@ class Sidecar {
   // The `callable` check from a pass's call findings, with their metric; the leader records
   // a Warning Event for each finding it has not told since the findings last cleared.
   void SetCallableReadiness(const std::vector<Finding>& findings, Role role);
-  // --failure-policy-once-ready: Fail on every entry of `targets` with Ignore, told like the
-  // other writes. Only the leader, only when ready by every check. True when a configuration
-  // another writer set back to Ignore was left for the damper to release.
-  bool FailClosed(const std::vector<controller::TargetObject>& targets);
+  // --failure-policy-once-ready: Fail on every entry of `targets` with Ignore that the API
+  // server can call, told like the other writes. Only the leader, only when ready by every
+  // check.
+  struct Closing {
+    bool held_back = false;  // a configuration set back to Ignore waits for the damper
+    bool kept = false;       // an entry keeps Ignore: its Service, port or endpoint is missing
+  };
+  Closing FailClosed(const std::vector<controller::TargetObject>& targets);
   // A repair of fields another writer changed after this replica wrote them.
   struct Overwrite {
     std::string object;               // "validatingwebhookconfiguration/x", "secret/ns/name"

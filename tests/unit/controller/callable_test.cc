@@ -153,9 +153,14 @@ struct ServiceCheck : ::testing::Test {
         Vwc("hook", {WebhookEntry("a.example.com", kNs).Service(kNs, "hook", port),
                      WebhookEntry("b.example.com", kNs).Service(kNs, "hook", port)});
     for (CallVerdict& verdict : JudgeCalls(target, nullptr)) {
-      TargetStatus status{
-          "ValidatingWebhookConfiguration", "hook",          verdict.endpoint.entry, true, "",
-          verdict.endpoint.Calls(),         verdict.endpoint};
+      TargetStatus status{"ValidatingWebhookConfiguration",
+                          "hook",
+                          verdict.endpoint.entry,
+                          true,
+                          "",
+                          verdict.endpoint.Calls(),
+                          verdict.endpoint,
+                          false};
       report.targets.push_back(std::move(status));
     }
     return report;
@@ -299,6 +304,96 @@ TEST_F(ServiceCheck, AForbiddenReadIsANoteAndOtherFailuresAreErrors) {
   auto status = CheckServices(client, failed);
   ASSERT_FALSE(status.has_value());
   EXPECT_THAT(status.error().message(), HasSubstr("get service/demo/hook"));
+}
+
+// --- which entries may fail closed -------------------------------------------------------
+
+// A configuration "hook" whose entries a (port 443), b (port 9999) and c (a URL) have Ignore,
+// and d has Fail.
+TargetObject Closing() {
+  return Vwc("hook",
+             {WebhookEntry("a.example.com", kNs).Service(kNs, "hook").FailurePolicy("Ignore"),
+              WebhookEntry("b.example.com", kNs).Service(kNs, "hook", 9999).FailurePolicy("Ignore"),
+              WebhookEntry("c.example.com", kNs)
+                  .Url("https://hook.example.com/validate")
+                  .FailurePolicy("Ignore"),
+              WebhookEntry("d.example.com", kNs).Service(kNs, "gone")});
+}
+
+TEST(JudgeClosable, OnlyEntriesWithIgnoreThatTheApiServerCanCallMayFailClosed) {
+  FakeClient client;
+  client.Put(kube::kServices, Service("hook", {{{"port", 443}}}));
+  client.Put(kube::kEndpointSlices,
+             Slice("hook", {{{"addresses", {"10.244.0.1"}}, {"conditions", {{"ready", true}}}}},
+                   Json::array({{{"port", 9443}}})));
+  const pki::CertificateInfo leaf = Leaf({"hook.demo.svc", "hook.example.com"});
+  auto closable = JudgeClosable(client, {Closing()}, &leaf);
+  ASSERT_TRUE(closable.has_value()) << closable.error().message();
+  const std::string object = "validatingwebhookconfiguration/hook";
+  EXPECT_TRUE(closable->Closable(object, "a.example.com"));
+  EXPECT_FALSE(closable->Closable(object, "b.example.com"));  // the Service has no port 9999
+  EXPECT_TRUE(closable->Closable(object, "c.example.com"));   // a URL: its name alone
+  EXPECT_FALSE(closable->Closable(object, "d.example.com"));  // Fail already: not judged
+  EXPECT_EQ(closable->kept, 1u);
+  EXPECT_THAT(closable->findings,
+              ElementsAre(IsFinding(FindingCode::kServicePortMissing, "service/demo/hook")));
+  // Service "gone" is called only by an entry that already fails closed: never read.
+  EXPECT_EQ(client.CountOf(Verb::kGet, kube::kServices), 1);
+
+  // With the entries closed, nothing is read at all.
+  client.ClearRequests();
+  Json closed = Closing().object;
+  for (Json& entry : closed["webhooks"]) {
+    entry["failurePolicy"] = "Fail";
+  }
+  auto none =
+      JudgeClosable(client, {{TargetKind::kValidatingWebhookConfiguration, "hook", closed}}, &leaf);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_EQ(none->kept, 0u);
+  EXPECT_EQ(client.ReadCount(), 0);
+}
+
+TEST(JudgeClosable, NoReadyEndpointANameNotCoveredOrAnUnreadableServiceKeepIgnore) {
+  FakeClient client;
+  client.Put(kube::kServices, Service("hook", {{{"port", 443}, {"port", 9999}}}));
+  client.Put(kube::kEndpointSlices,
+             Slice("hook", {{{"addresses", {"10.244.0.1"}}, {"conditions", {{"ready", false}}}}},
+                   Json::array({{{"port", 9443}}})));
+  const pki::CertificateInfo leaf = Leaf({"hook.demo.svc"});  // not hook.example.com
+  auto closable = JudgeClosable(client, {Closing()}, &leaf);
+  ASSERT_TRUE(closable.has_value());
+  EXPECT_TRUE(closable->entries.empty());
+  EXPECT_EQ(closable->kept, 3u);
+
+  client.InjectFailure(Verb::kGet, kube::kServices,
+                       Error(ErrorCode::kPermissionDenied, "services \"hook\" is forbidden"));
+  auto refused = JudgeClosable(client, {Closing()}, nullptr);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_FALSE(refused->Closable("validatingwebhookconfiguration/hook", "a.example.com"));
+  EXPECT_TRUE(refused->Closable("validatingwebhookconfiguration/hook", "c.example.com"));
+  ASSERT_THAT(refused->notes, SizeIs(1));
+  EXPECT_THAT(refused->notes[0], HasSubstr("could not read service/demo/hook"));
+}
+
+TEST(FailClosed, WithAJudgementOnlyTheClosableEntriesGetFail) {
+  FakeClient client;
+  client.Put(kube::kValidatingWebhookConfigurations, Closing().object);
+  client.Put(kube::kServices, Service("hook", {{{"port", 443}}}));
+  client.Put(kube::kEndpointSlices,
+             Slice("hook", {{{"addresses", {"10.244.0.1"}}, {"conditions", {{"ready", true}}}}},
+                   Json::array({{{"port", 9443}}})));
+  const std::vector<TargetObject> targets = {
+      {TargetKind::kValidatingWebhookConfiguration, "hook",
+       *client.Object(kube::kValidatingWebhookConfigurations, "", "hook")}};
+  auto closable = JudgeClosable(client, targets, nullptr);
+  ASSERT_TRUE(closable.has_value());
+  auto closed = FailClosed(client, targets, &*closable);
+  ASSERT_TRUE(closed.has_value()) << closed.error().message();
+  EXPECT_EQ(closed->entries, 2);
+  const Json stored = *client.Object(kube::kValidatingWebhookConfigurations, "", "hook");
+  EXPECT_EQ(stored["webhooks"][0]["failurePolicy"], "Fail");
+  EXPECT_EQ(stored["webhooks"][1]["failurePolicy"], "Ignore");
+  EXPECT_EQ(stored["webhooks"][2]["failurePolicy"], "Fail");
 }
 
 // --- failurePolicy once ready -------------------------------------------------------------

@@ -288,6 +288,22 @@ TEST(FailClosedPatch, OnlyIgnoreBecomesFailEachGuardedByTests) {
     {"op": "replace", "path": "/webhooks/3/failurePolicy", "value": "Fail"}])"));
 }
 
+TEST(FailClosedPatch, WithAFilterOnlyTheEntriesItNamesAreClosed) {
+  const Json object = {{"webhooks",
+                        {{{"name", "a"}, {"failurePolicy", "Ignore"}},
+                         {{"name", "b"}, {"failurePolicy", "Ignore"}}}}};
+  const auto patch = FailClosedPatch(TargetKind::kValidatingWebhookConfiguration, object,
+                                     [](const std::string& entry) { return entry == "b"; });
+  ASSERT_TRUE(patch.has_value());
+  EXPECT_EQ(patch->back(),
+            (Json{{"op", "replace"}, {"path", "/webhooks/1/failurePolicy"}, {"value", "Fail"}}));
+  EXPECT_EQ(patch->size(), 3u);  // two tests and the replace, for b alone
+  EXPECT_FALSE(
+      FailClosedPatch(TargetKind::kValidatingWebhookConfiguration, object, [](const std::string&) {
+        return false;
+      }).has_value());
+}
+
 TEST(FailClosedPatch, NothingWhenNoEntryHasIgnoreOrTheKindHasNoPolicy) {
   EXPECT_FALSE(
       FailClosedPatch(TargetKind::kValidatingWebhookConfiguration,
