@@ -55,8 +55,8 @@ API_SERVER_CACHE_DELAY = 1.0  # a webhook configuration's change reaches the cal
 # On a real API server: how long the EndpointSlices must have held the ready pods before the
 # cluster counts as steady (the write, and kube-apiserver's cache of it, take milliseconds).
 SLICES_SETTLED = 0.5
-# The webhook's preStop pause (the chart's sidecar.webhook.lifecycle, and its own pod's before
-# the chart ran it): longer than the calls still on their way to a removed pod.
+# The preStop pause of the webhook's own pod, before the chart runs it (the chart's pods have
+# the chart's default): longer than the calls still on their way to a removed pod.
 WEBHOOK_PRE_STOP = 2
 
 
@@ -382,8 +382,7 @@ class SoakCluster:
                             "args": ["--cert-dir", "/tls", "--listen", "127.0.0.1:9443"],
                             "readinessProbe": {"httpGet": {"path": "/healthz", "port": "https",
                                                            "scheme": "HTTPS"},
-                                               "periodSeconds": 1},
-                            "lifecycle": {"preStop": {"sleep": {"seconds": WEBHOOK_PRE_STOP}}}}},
+                                               "periodSeconds": 1}}},
         }
         if self.lease_times:
             lease, deadline, retry = map(duration, self.lease_times)

@@ -514,6 +514,37 @@ def test_clusters_without_native_sidecars_are_refused(helm):
     assert job.returncode == 0, job.stderr
 
 
+def rendered_lifecycle(helm, kube_version, **webhook):
+    values = merged(MINIMAL, sidecar={"webhook": webhook}) if webhook else MINIMAL
+    proc = helm.run("template", "hook", CHART, "--kube-version", kube_version, values=values)
+    assert proc.returncode == 0, proc.stderr
+    objects = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    return webhook_container(objects).get("lifecycle")
+
+
+def test_the_webhook_pauses_in_prestop_by_default_where_the_cluster_has_sleep(helm):
+    # A stopping pod still gets the calls already on their way; the sleep action exists
+    # from 1.30, and before it the API server refuses a Deployment that names it.
+    assert rendered_lifecycle(helm, "1.30.0") == {"preStop": {"sleep": {"seconds": 5}}}
+    assert rendered_lifecycle(helm, "1.37.2") == {"preStop": {"sleep": {"seconds": 5}}}
+    assert rendered_lifecycle(helm, "1.29.4") is None
+    assert rendered_lifecycle(helm, "1.32.0", preStopSleepSeconds=0) is None
+    assert rendered_lifecycle(helm, "1.32.0", preStopSleepSeconds=12) == {
+        "preStop": {"sleep": {"seconds": 12}}}
+    # A preStop of the user's own wins; other hooks get the pause beside them.
+    own = {"preStop": {"exec": {"command": ["sleep", "3"]}}}
+    assert rendered_lifecycle(helm, "1.29.4", lifecycle=own) == own
+    assert rendered_lifecycle(helm, "1.32.0", lifecycle=own) == own
+    start = {"postStart": {"exec": {"command": ["true"]}}}
+    assert rendered_lifecycle(helm, "1.32.0", lifecycle=start) == {
+        **start, "preStop": {"sleep": {"seconds": 5}}}
+    # Beyond the pod's 30 s of grace the webhook would be killed mid-pause.
+    for bad in (-1, 26, "5"):
+        proc = helm.run("template", "hook", CHART,
+                        values=merged(MINIMAL, sidecar={"webhook": {"preStopSleepSeconds": bad}}))
+        assert proc.returncode != 0 and "preStopSleepSeconds" in proc.stderr, bad
+
+
 def test_rendered_run_flags_are_flags_of_certctl_run(helm, certctl_binary):
     values = merged(MINIMAL, adopt=True,
                     sidecar={"replicas": 2, "servingAddr": "127.0.0.1:9443"})

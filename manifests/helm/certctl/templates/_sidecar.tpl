@@ -61,6 +61,22 @@ own port on loopback. Elsewhere the chart does not know where the webhook listen
 {{- end -}}
 
 {{/*
+The webhook container's lifecycle (YAML; "{}" when none): sidecar.webhook.lifecycle, plus the
+preStop pause of preStopSleepSeconds unless that sets a preStop itself or the cluster has no
+`sleep` action (before Kubernetes 1.30, where the API server would refuse the Deployment).
+*/}}
+{{- define "certctl.webhookLifecycle" -}}
+{{- $w := .Values.sidecar.webhook -}}
+{{- $lifecycle := deepCopy (default dict $w.lifecycle) -}}
+{{- $pause := int (default 0 $w.preStopSleepSeconds) -}}
+{{- if and (gt $pause 0) (not (hasKey $lifecycle "preStop"))
+      (semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version) -}}
+{{- $_ := set $lifecycle "preStop" (dict "sleep" (dict "seconds" $pause)) -}}
+{{- end -}}
+{{- toYaml $lifecycle -}}
+{{- end -}}
+
+{{/*
 The user id a container of the pod runs as: its own securityContext's runAsUser, else the
 pod's. Call with (dict "container" .securityContext "pod" .podSecurityContext); "" when
 neither sets it (the image's user).
