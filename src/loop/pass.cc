@@ -250,13 +250,28 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   report.rotation_problems = secret.rotation_problems;
   // Due for renewal, the pair still serves: renewing it is the leader's, and leaving the
   // Service meanwhile (no leader for a lease's length, say) would fail calls it answers.
-  const bool only_due = std::all_of(
-      secret.findings.begin(), secret.findings.end(),
-      [](const Finding& finding) { return finding.code == FindingCode::kExpiringSoon; });
-  if (!only_due) {
+  // A name only this replica's flags add is the leader's to issue too: in a rolling update
+  // that changes --service or --dns-name the leader is an older replica that issues for its
+  // own flags, and a new replica waiting for the name would never become ready, so the old
+  // ones would never go. Whether a target calls that name is judged below, as the API
+  // server would meet it.
+  std::vector<Finding> names_awaited;
+  std::vector<Finding> to_repair;
+  for (const Finding& finding : secret.findings) {
+    if (finding.code == FindingCode::kSanMissing) {
+      names_awaited.push_back(finding);
+    } else if (finding.code != FindingCode::kExpiringSoon) {
+      to_repair.push_back(finding);
+    }
+  }
+  if (!to_repair.empty()) {
     report.not_ready =
         "waiting for the leader to repair " + object + ": " + JoinFindings(secret.findings);
     return report;
+  }
+  if (!names_awaited.empty()) {
+    report.names_awaited = JoinFindings(names_awaited) +
+                           "; the leader issues for its own flags, this replica once it leads";
   }
   const pki::PairSource& pair = secret.pair.source;
   if (auto published =

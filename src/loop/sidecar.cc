@@ -264,6 +264,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (pass_ready && callable) {
     metrics_.last_success.Set({}, UnixSeconds(clock_.Now()));
   }
+  if (!report->names_awaited.empty()) {
+    WarnRateLimited("names", report->names_awaited);
+  }
   if (!report->folder_stale.empty()) {
     WarnRateLimited("folder", report->folder_stale +
                                   "; the webhook goes on serving the set the folder holds, which "

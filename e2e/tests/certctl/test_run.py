@@ -581,6 +581,37 @@ def test_shorter_lease_times_are_written_to_the_lease_and_hand_over_sooner(infra
     assert api_get(infra, LEASE_PATH)["spec"]["leaseDurationSeconds"] == 3
 
 
+@pytest.mark.backends("emulator", "real")
+def test_a_rolling_update_that_adds_a_name_completes(hook, sidecars):
+    """The chart's rolling update after `certificate.extraDnsNames` changed: the old replica
+    leads and issues for its own flags. The new one is ready all the same (no target calls
+    the name yet), so the old one can go; once the new one leads, it issues the name from the
+    same CA."""
+    old = sidecars("old", "--leader-elect", "--identity", "old")
+    wait_ready(old)
+    ca = secret_data(hook)["ca.crt"]
+    new = sidecars("new", "--leader-elect", "--identity", "new", "--dns-name", "hook.example.com")
+    wait_ready(new)
+    assert api_get(hook, LEASE_PATH)["spec"]["holderIdentity"] == "old"
+    assert folder(new) == folder(old)
+    assert 'does not cover DNS name "hook.example.com"' in new.log()
+    assert "the leader issues for its own flags" in new.log()
+
+    assert old.stop(signal.SIGTERM)[0] == 0  # the old pod goes: it releases the Lease
+
+    def issued():
+        leaf = x509.load_pem_x509_certificate(secret_data(hook)["tls.crt"].encode())
+        names = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        return "hook.example.com" in names.get_values_for_type(x509.DNSName)
+
+    wait_for(issued, "the new leader to issue hook.example.com", bound=BOUND, watch=[new])
+    assert api_get(hook, LEASE_PATH)["spec"]["holderIdentity"] == "new"
+    assert secret_data(hook)["ca.crt"] == ca and holds(hook, ca)
+    wait_for(lambda: folder(new)["tls.crt"] == secret_data(hook)["tls.crt"], "the new folder",
+             bound=BOUND, watch=[new])
+    assert new.readyz()[0] == 200
+
+
 def test_api_faults_are_ridden_out_without_replacing_the_secret(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)

@@ -64,6 +64,9 @@ struct PassReport {
   std::string not_injected;  // why not, on one line; empty when injected
   // The folder could not take the Secret's set but serves one that still works: why.
   std::string folder_stale;
+  // A follower serves a pair that lacks names its own flags add (the leader's flags differ,
+  // as in a rolling update): which, on one line.
+  std::string names_awaited;
   // The Secret's writes, in order: a CA rotation can take steps 1 and 2 in one pass.
   std::vector<SecretChange> secret_changes;
   controller::RotationPhase rotation = controller::RotationPhase::kNone;  // as now stored

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "certctl/certdir/cert_dir.h"
+#include "certctl/pki/certificate.h"
 #include "certctl/util/base64.h"
 
 #include "fakes/fake_client.h"
@@ -230,6 +231,52 @@ TEST(ReconcilePass, AFollowerStaysReadyWhileTheLeafIsDueForRenewalButNotOnceItEx
   EXPECT_FALSE(expired->ready);
   EXPECT_THAT(expired->not_ready, HasSubstr("waiting for the leader to repair"));
   EXPECT_THAT(expired->not_ready, HasSubstr("expired"));
+}
+
+// A rolling update that adds --dns-name: the leader is an old replica that issues for its
+// own flags. The new replica serves the pair as it is (no target calls the name) and says
+// which name it awaits; once it leads, it issues the name from the same CA.
+TEST(ReconcilePass, AFollowerWhoseFlagsAddANameServesThePairTheLeaderIssued) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  TempDir new_dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  const std::string ca = Data(api, "ca.crt");
+  PassConfig added = Config(new_dir.path());
+  added.secret.identity.extra_dns_names = {"hook.example.com"};
+  api.ClearRequests();
+  const auto follower = Reconcile(api, added, Role::kFollower, clock);
+  ASSERT_TRUE(follower) << follower.error().message();
+  EXPECT_TRUE(follower->ready) << follower->not_ready;
+  EXPECT_TRUE(follower->injected) << follower->not_injected;
+  ASSERT_TRUE(follower->call_findings.has_value());
+  EXPECT_TRUE(follower->call_findings->empty());
+  EXPECT_THAT(follower->names_awaited, HasSubstr("\"hook.example.com\""));
+  EXPECT_THAT(follower->names_awaited, HasSubstr("the leader issues for its own flags"));
+  EXPECT_EQ(certdir::ReadServingFiles(new_dir.path()).value().value().tls_crt,
+            Data(api, "tls.crt"));
+  EXPECT_EQ(api.WriteCount(), 0);
+
+  const auto leading = Reconcile(api, added, Role::kLeader, clock);
+  ASSERT_TRUE(leading) << leading.error().message();
+  EXPECT_TRUE(leading->ready) << leading->not_ready;
+  EXPECT_TRUE(leading->names_awaited.empty());
+  EXPECT_THAT(pki::Certificate::FromPem(Data(api, "tls.crt")).value().Info().dns_names,
+              ::testing::Contains("hook.example.com"));
+  EXPECT_EQ(Data(api, "ca.crt"), ca);
+
+  // A name a target calls is not served before it is issued: that is a call finding.
+  api.Put(kube::kValidatingWebhookConfigurations,
+          testing::WebhookConfiguration(
+              "hook", {testing::WebhookEntry("a.hook.io", kNs).Service(kNs, "renamed")}));
+  PassConfig renamed = Config(new_dir.path());
+  renamed.secret.identity.service = "renamed";
+  const auto waiting = Reconcile(api, renamed, Role::kFollower, clock);
+  ASSERT_TRUE(waiting && waiting->call_findings.has_value());
+  ASSERT_EQ(waiting->call_findings->size(), 1u);
+  EXPECT_EQ((*waiting->call_findings)[0].code, FindingCode::kTargetNameNotCovered);
 }
 
 // What `certctl rotate --ca` leaves on the Secret for the controller.
