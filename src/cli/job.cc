@@ -10,6 +10,7 @@
 #include "certctl/controller/secret.h"
 #include "certctl/probe/handshake.h"
 #include "certctl/util/duration.h"
+#include "certctl/util/text.h"
 
 #include "cli/exit_codes.h"
 
@@ -76,23 +77,15 @@ void LogSecret(const controller::SecretOutcome& outcome, const std::string& obje
 
 void LogInjected(const controller::InjectOutcome& outcome, const std::string& took) {
   if (!outcome.missing.empty()) {
-    std::string names;
-    for (const std::string& name : outcome.missing) {
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    spdlog::info("not found yet, left to the inject phase: {}", names);
+    spdlog::info("not found yet, left to the inject phase: {}", JoinWithCommas(outcome.missing));
   }
   if (outcome.patched_objects == 0) {
     spdlog::info("all {} caBundle(s) in {} object(s) already hold the CA bundle ({})",
                  outcome.slots, outcome.objects, took);
     return;
   }
-  std::string names;
-  for (const std::string& name : outcome.patched) {
-    names += (names.empty() ? "" : ", ") + name;
-  }
   spdlog::info("injected the CA bundle into {} of {} caBundle(s): {} ({})", outcome.patched_slots,
-               outcome.slots, names, took);
+               outcome.slots, JoinWithCommas(outcome.patched), took);
 }
 
 // The API server's handshake with the webhook, tried until it verifies or `deadline`: the
@@ -260,12 +253,9 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
     if (closed->entries == 0) {
       spdlog::info("every webhook entry already has failurePolicy Fail ({})", took());
     } else {
-      std::string names;
-      for (const std::string& name : closed->patched) {
-        names += (names.empty() ? "" : ", ") + name;
-      }
       spdlog::info("set failurePolicy Fail on {} webhook entr{} that had Ignore: {} ({})",
-                   closed->entries, closed->entries == 1 ? "y" : "ies", names, took());
+                   closed->entries, closed->entries == 1 ? "y" : "ies",
+                   JoinWithCommas(closed->patched), took());
     }
     if (closable->kept > 0) {
       std::string why = JoinFindings(closable->findings);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "certctl/util/text.h"
+
 namespace certctl::cli {
 namespace {
 
@@ -161,11 +163,7 @@ std::optional<std::string> DescribeUnknownInput(const CLI::App& app,
     }
   }
   if (command == nullptr) {
-    std::string names;
-    for (const std::string& name : CommandNames(app)) {
-      names += (names.empty() ? "" : ", ") + name;
-    }
-    return "a command is required: one of " + names;
+    return "a command is required: one of " + JoinWithCommas(CommandNames(app));
   }
   return std::nullopt;
 }

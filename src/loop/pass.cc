@@ -10,6 +10,7 @@
 #include "certctl/controller/targets.h"
 #include "certctl/pki/validate.h"
 #include "certctl/util/finding.h"
+#include "certctl/util/text.h"
 
 namespace certctl::loop {
 namespace {
@@ -172,12 +173,9 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   }
   report.targets = std::move((*injected)->targets);
   if (!report.held_back.empty()) {
-    std::string held;
-    for (const std::string& object : report.held_back) {
-      held += (held.empty() ? "" : ", ") + object;
-    }
     NotInjected(report,
-                "another writer keeps changing the caBundle of " + held + "; its next repair waits",
+                "another writer keeps changing the caBundle of " +
+                    JoinWithCommas(report.held_back) + "; its next repair waits",
                 secret->ca_bundle);
     return report;
   }

@@ -15,6 +15,7 @@
 #include "certctl/loop/sidecar.h"
 #include "certctl/util/duration.h"
 #include "certctl/util/safety_controls.h"
+#include "certctl/util/text.h"
 
 namespace certctl::loop {
 namespace {
@@ -176,14 +177,6 @@ std::string SecretValue(const kube::Json& secret, std::string_view key) {
              : "";
 }
 
-std::string Joined(const std::vector<std::string>& items) {
-  std::string text;
-  for (const std::string& item : items) {
-    text += (text.empty() ? "" : ", ") + item;
-  }
-  return text;
-}
-
 }  // namespace
 
 void Sidecar::NoteOverwrite(const Overwrite& overwrite, MonotonicTime now) {
@@ -206,8 +199,8 @@ void Sidecar::NoteOverwrite(const Overwrite& overwrite, MonotonicTime now) {
     }
   }
   const auto held = damper_.HeldUntil(overwrite.object, now);
-  const std::string message = who + " keeps changing the " + Joined(overwrite.fields) + " of " +
-                              overwrite.object + ": repaired " + std::to_string(in_a_row) +
+  const std::string message = who + " keeps changing the " + JoinWithCommas(overwrite.fields) +
+                              " of " + overwrite.object + ": repaired " + std::to_string(in_a_row) +
                               " times in a row; the next repair waits " +
                               FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
                                   held ? *held - now : std::chrono::seconds(0)));

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "certctl/certdir/cert_dir.h"
+#include "certctl/util/text.h"
 
 #include "loop/sidecar_internal.h"
 
@@ -49,14 +50,6 @@ std::int64_t Millis(MonotonicTime time) {
 
 double UnixSeconds(TimePoint time) {
   return static_cast<double>(std::chrono::duration_cast<seconds>(time.time_since_epoch()).count());
-}
-
-std::string Join(const std::set<std::string>& reasons) {
-  std::string text;
-  for (const std::string& reason : reasons) {
-    text += (text.empty() ? "" : ", ") + reason;
-  }
-  return text;
 }
 
 }  // namespace
@@ -198,7 +191,7 @@ void Sidecar::RemoveStaleSets() {
 
 bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   const Role role = leading_ ? Role::kLeader : Role::kFollower;
-  log_(LogLevel::kDebug, "reconciling: " + Join(reasons));
+  log_(LogLevel::kDebug, "reconciling: " + JoinWithCommas(reasons));
   const MonotonicTime started = clock_.Monotonic();
   PassConfig pass = config_.pass;
   secret_overwrite_.reset();

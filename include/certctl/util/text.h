@@ -13,4 +13,17 @@ namespace certctl {
 // `max_bytes` (on a character boundary, then "...").
 std::string OneLine(std::string_view text, std::size_t max_bytes);
 
+// The strings of `items` in their order, separated by ", ", for lists in messages.
+template <typename Strings>
+std::string JoinWithCommas(const Strings& items) {
+  std::string text;
+  for (const auto& item : items) {
+    if (!text.empty()) {
+      text += ", ";
+    }
+    text += item;
+  }
+  return text;
+}
+
 }  // namespace certctl
