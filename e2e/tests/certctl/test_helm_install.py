@@ -7,6 +7,9 @@ the same way."""
 import base64
 import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import time
 
@@ -214,3 +217,69 @@ def test_helm_install_sidecar_mode_then_uninstall(cluster, tmp_path, certctl_bin
     vwc = json.loads(cluster.kubectl("get", "validatingwebhookconfiguration", "hook", "-o",
                                      "json").stdout)
     assert vwc["webhooks"][0]["clientConfig"]["caBundle"]
+
+
+def chart_release(tmp_path, name, digest, adds_the_pause=True):
+    """A copy of the chart as a release publishes it (its image pinned by digest); without
+    adds_the_pause, as a release before `sidecar.webhook.preStopSleepSeconds` was."""
+    chart = tmp_path / name
+    shutil.copytree(CHART, chart)
+    values = (chart / "values.yaml").read_text()
+    values, pinned = re.subn(r'(?m)^  digest: ""$', f'  digest: "{digest}"', values)
+    assert pinned == 1
+    if not adds_the_pause:
+        values, dropped = re.subn(r"(?m)^    preStopSleepSeconds: \d+\n", "", values)
+        assert dropped == 1
+    (chart / "values.yaml").write_text(values)
+    return str(chart)
+
+
+def documented_upgrade_flags():
+    """The flags of docs/upgrade.md's `helm upgrade my-webhook <chart> -n my-system ...`."""
+    with open(os.path.join(REPO, "docs", "upgrade.md"), encoding="utf-8") as f:
+        (flags,) = re.findall(r"(?m)^helm upgrade my-webhook <chart> -n my-system (.+)$",
+                              f.read())
+    return shlex.split(flags)
+
+
+def test_the_documented_upgrade_takes_the_new_charts_image_and_defaults(cluster, tmp_path):
+    """docs/upgrade.md's command, from a release of the chart to the next: the user's values
+    stay, the image is the one the new chart pins, and a value the new chart adds has its
+    default. `--reuse-values`, which the docs warn of, keeps the old digest and drops the
+    new default."""
+    cluster.kubectl("create", "namespace", NS)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        webhook_configuration("ValidatingWebhookConfiguration", "hook", ["a.hook.io"])))
+    old_digest, new_digest = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    old = chart_release(tmp_path, "old", old_digest, adds_the_pause=False)
+    new = chart_release(tmp_path, "new", new_digest)
+    values = {"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": ["hook"]},
+              "sidecar": {"replicas": 2,
+                          "webhook": {"image": {"repository": "registry.example/hook",
+                                                "tag": "1.0"}}}}
+    (tmp_path / "mine.json").write_text(json.dumps(values))
+    env = helm_env(tmp_path / "helm-home", cluster.kubeconfig())
+
+    def run_helm(*args):
+        proc = subprocess.run([find_helm(), *args, "--namespace", NS], capture_output=True,
+                              text=True, timeout=60, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def deployed():
+        spec = json.loads(cluster.kubectl("get", "deployment", "hook", "-n", NS, "-o",
+                                          "json").stdout)["spec"]
+        pod = spec["template"]["spec"]
+        certctl = next(c for c in pod["initContainers"] if c["name"] == "certctl")
+        webhook = next(c for c in pod["containers"] if c["name"] == "webhook")
+        return spec["replicas"], certctl["image"], webhook.get("lifecycle")
+
+    run_helm("install", RELEASE, old, "-f", str(tmp_path / "mine.json"))
+    assert deployed() == (2, f"ghcr.io/certctl/certctl@{old_digest}", None)
+
+    run_helm("upgrade", RELEASE, new, *documented_upgrade_flags())
+    assert deployed() == (2, f"ghcr.io/certctl/certctl@{new_digest}",
+                          {"preStop": {"sleep": {"seconds": 5}}})
+
+    run_helm("rollback", RELEASE, "1")
+    run_helm("upgrade", RELEASE, new, "--reuse-values")
+    assert deployed() == (2, f"ghcr.io/certctl/certctl@{old_digest}", None)
