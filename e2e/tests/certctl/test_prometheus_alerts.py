@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from harness.certctl import webhook_configuration
+from harness.helm import Helm, find_helm
 from harness.prometheus import Prometheus
 from harness.rbac import CHART, REPO, emulator_rules
 from harness.sidecar import Sidecar, stop_all
@@ -142,15 +143,26 @@ def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_on
         stop_all(sidecars)
 
 
-def pod_target(address, namespace, pod, port_name, labels, init):
-    """A static target with the discovery labels Prometheus's pod role gives a container
-    port (Debian's Prometheus has no Kubernetes discovery)."""
-    meta = {"__meta_kubernetes_namespace": namespace, "__meta_kubernetes_pod_name": pod,
-            "__meta_kubernetes_pod_container_port_name": port_name,
-            "__meta_kubernetes_pod_container_init": str(init).lower()}
-    meta.update({f"__meta_kubernetes_pod_label_{k.replace('.', '_').replace('/', '_')}": v
-                 for k, v in labels.items()})
-    return {"targets": [address], "labels": meta}
+def pod_targets(pod, namespace, pod_name, first_port):
+    """Static targets with the discovery labels Prometheus's pod role gives each container
+    port of a pod spec (Debian's Prometheus has no Kubernetes discovery): one per port, at
+    127.0.0.1 from first_port on."""
+    labels = pod["metadata"]["labels"]
+    targets = []
+    for init, containers in ((True, pod["spec"].get("initContainers", [])),
+                             (False, pod["spec"].get("containers", []))):
+        for container in containers:
+            for port in container.get("ports", []):
+                meta = {"__meta_kubernetes_namespace": namespace,
+                        "__meta_kubernetes_pod_name": pod_name,
+                        "__meta_kubernetes_pod_container_name": container["name"],
+                        "__meta_kubernetes_pod_container_port_name": port.get("name", ""),
+                        "__meta_kubernetes_pod_container_init": str(init).lower()}
+                meta.update({"__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", k): v
+                             for k, v in labels.items()})
+                targets.append({"targets": [f"127.0.0.1:{first_port + len(targets)}"],
+                                "labels": meta})
+    return targets
 
 
 def test_the_documented_plain_prometheus_configuration_labels_certctls_targets(tmp_path):
@@ -163,19 +175,34 @@ def test_the_documented_plain_prometheus_configuration_labels_certctls_targets(t
     [discovery] = scrape.pop("kubernetes_sd_configs")
     assert discovery["role"] == "pod"
     namespace = discovery["namespaces"]["names"][0]
-    chart_pod = {"app.kubernetes.io/name": "certctl", "app.kubernetes.io/instance": "hook",
-                 "app.kubernetes.io/component": "webhook"}
-    other_pod = {"app.kubernetes.io/name": "other", "app.kubernetes.io/instance": "other"}
-    scrape["static_configs"] = [
-        pod_target("127.0.0.1:1", namespace, "hook-7d9f8-abcde", "metrics", chart_pod, True),
-        pod_target("127.0.0.1:2", namespace, "hook-7d9f8-abcde", "health", chart_pod, True),
-        pod_target("127.0.0.1:3", namespace, "hook-7d9f8-abcde", "https", chart_pod, False),
-        pod_target("127.0.0.1:4", namespace, "other-5c6d7-fghij", "metrics", other_pod, False),
-    ]
+    # The pods as the chart renders them (release hook, the webhook's Service my-hook), and
+    # another application's pod in the namespace with a port of the same name.
+    (tmp_path / "helm").mkdir()
+    helm = Helm(find_helm(), tmp_path / "helm")
+    values = {"webhook": {"service": "my-hook"}, "targets": {"validatingWebhooks": ["hook"]},
+              "sidecar": {"webhook": {"image": {"repository": "registry.example/hook"}}}}
+    proc = helm.run("template", "hook", CHART, "--namespace", namespace, values=values)
+    assert proc.returncode == 0, proc.stderr
+    [deployment] = [o for o in yaml.safe_load_all(proc.stdout)
+                    if o and o["kind"] == "Deployment"]
+    chart_pod = deployment["spec"]["template"]
+    other_pod = {"metadata": {"labels": {"app.kubernetes.io/name": "other",
+                                         "app.kubernetes.io/component": "webhook"}},
+                 "spec": {"containers": [{"name": "server", "ports": [
+                     {"name": "metrics", "containerPort": 8080}]}]}}
+    scrape["static_configs"] = (pod_targets(chart_pod, namespace, "my-hook-7d9f8-abcde", 1) +
+                                pod_targets(other_pod, namespace, "other-5c6d7-fghij", 11))
+    ports = [t["labels"]["__meta_kubernetes_pod_container_port_name"]
+             for t in scrape["static_configs"]]
+    assert sorted(ports) == ["health", "https", "metrics", "metrics"], ports
     with Prometheus(tmp_path, scrape_configs=[scrape], rule_files=[RULES]) as prometheus:
         active = prometheus.wait_for(prometheus.targets, "the targets discovered")
+        [certctl_port] = [t["targets"][0] for t in scrape["static_configs"]
+                          if t["labels"]["__meta_kubernetes_pod_container_name"] == "certctl"
+                          and t["labels"]["__meta_kubernetes_pod_container_port_name"] ==
+                          "metrics"]
         assert [t["labels"] for t in active] == [{
-            "instance": "127.0.0.1:1", "job": f"{namespace}/hook", "namespace": namespace,
-            "pod": "hook-7d9f8-abcde"}]
+            "instance": certctl_port, "job": f"{namespace}/hook", "namespace": namespace,
+            "pod": "my-hook-7d9f8-abcde"}]
         assert len(prometheus.targets("dropped")) == 3
         assert [g["name"] for g in prometheus.rule_groups()] == ["certctl"]
