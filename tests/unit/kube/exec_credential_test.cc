@@ -124,11 +124,15 @@ TEST(ExecPlugin, APluginThatExitsWithoutPrintingWhileAHelperHoldsItsOutputFailsA
 
 TEST(ExecPlugin, AHelperThatLetGoOfTheOutputIsLeftRunning) {
   // A helper that does not hold the plugin's output (a cache it keeps, say) is no reason to
-  // end anything.
+  // end anything. The plugin prints only once the helper has let go: until its forked shell
+  // has run the redirection it still holds the output, which a loaded machine can delay
+  // past the plugin's exit.
   TempDir dir;
   const auto exec =
       Plugin(dir, "sleep 30 >/dev/null &\necho $! > \"" + (dir.path() / "helper").string() +
-                      "\"\necho '" + kCredential + "'\n");
+                      "\"\nwhile [ \"$(readlink /proc/$!/fd/1)\" != /dev/null ]; do :; done\n"
+                      "echo '" +
+                      kCredential + "'\n");
   auto token = RunExecPlugin(exec, kDeadline);
   ASSERT_TRUE(token) << token.error().message();
   const std::string helper = PidIn(dir, "helper");
