@@ -17,9 +17,11 @@ namespace {
 
 void RecordExpiry(const pki::ValidationReport& validation, PassReport& report) {
   if (validation.leaf) {
+    report.leaf_not_before = validation.leaf->not_before;
     report.leaf_not_after = validation.leaf->not_after;
   }
   if (validation.issuer_index && *validation.issuer_index < validation.ca.size()) {
+    report.ca_not_before = validation.ca[*validation.issuer_index].not_before;
     report.ca_not_after = validation.ca[*validation.issuer_index].not_after;
   }
 }

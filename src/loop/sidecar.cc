@@ -59,6 +59,10 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                                 "When the certificate stops being valid (notAfter), in unix "
                                 "seconds; role is ca or leaf.",
                                 {"secret", "role"})),
+      not_before(registry.Gauge("certctl_certificate_not_before_timestamp_seconds",
+                                "When the certificate became valid (notBefore), in unix "
+                                "seconds; role is ca or leaf. With the expiration, its lifetime.",
+                                {"secret", "role"})),
       reconciles(registry.Counter("certctl_reconcile_total",
                                   "Reconcile passes by result: ready, not_ready or error.",
                                   {"result"})),
@@ -249,6 +253,12 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   }
   if (report->leaf_not_after) {
     metrics_.expiration.Set({secret, "leaf"}, UnixSeconds(*report->leaf_not_after));
+  }
+  if (report->ca_not_before) {
+    metrics_.not_before.Set({secret, "ca"}, UnixSeconds(*report->ca_not_before));
+  }
+  if (report->leaf_not_before) {
+    metrics_.not_before.Set({secret, "leaf"}, UnixSeconds(*report->leaf_not_before));
   }
   TellWrites(*report);
   if (report->folder_written) {

@@ -2,20 +2,22 @@
 (Debian's, harness/prometheus.py) scraping real `certctl run` processes against the emulator,
 each with exactly the chart's RBAC.
 
-Two webhooks in one namespace, each with its own Secret and ValidatingWebhookConfiguration:
-`short`, whose server certificate lives 10 days and is renewed 3 days ahead (so certctl
-keeps it, 10 days from its end, inside the alert's 14), and `healthy`, with 10 years for
-the CA and the certificate. Prometheus scrapes both every second and evaluates every
-second, with the labels a PodMonitor gives (namespace, pod, a job per webhook). The expiry
-alert fires for `short`'s leaf within seconds, and once a rule evaluation has seen
-`healthy`'s series, nothing fires or waits (pending) for it. Every wait polls
-Prometheus's HTTP API every 0.2 s under a bound; Prometheus is stopped at the end.
+Three webhooks in one namespace, each with its own Secret and ValidatingWebhookConfiguration:
+`renewed`, whose server certificate lives 10 days and is renewed 3 days ahead (always inside
+the alert's 14 days, never in the last sixth of its life), `healthy`, with 10 years for the
+CA and the certificate, and `external`, a Secret of another issuer whose 10-day certificate
+has one day left. Prometheus scrapes them every second and evaluates every second, with the
+labels a PodMonitor gives (namespace, pod, a job per webhook). The expiry alert fires for
+`external`'s leaf within seconds, and once a rule evaluation has seen `healthy`'s series,
+nothing else fires or waits (pending). Every wait polls Prometheus's HTTP API every 0.2 s
+under a bound; Prometheus is stopped at the end.
 
 Also the plain Prometheus configuration of docs/monitoring.md (for clusters without the
 Operator): its relabeling keeps certctl's port of the webhook's pods only and gives the
 targets the labels the rules use.
 """
 
+import base64
 import datetime
 import json
 import os
@@ -25,6 +27,8 @@ import time
 import pytest
 import yaml
 
+from harness import badpki
+from harness.badpki import Authority
 from harness.certctl import webhook_configuration
 from harness.helm import Helm, find_helm
 from harness.prometheus import Prometheus
@@ -38,8 +42,12 @@ DAY = 86400
 FIRE_BOUND = 20.0  # from Prometheus ready to the alert firing: a few scrapes and evaluations
 
 WEBHOOKS = {
-    "short": ["--cert-validity", "10d", "--renew-before", "3d"],
+    # certctl's own: 10 days, renewed 3 days ahead, so always inside the alert's 14 days
+    # but never in the last sixth of its life. No alert.
+    "renewed": ["--cert-validity", "10d", "--renew-before", "3d"],
     "healthy": ["--cert-validity", "10y", "--ca-validity", "10y"],
+    # A Secret certctl does not manage: 10 days, 1 left, and its issuer did not renew it.
+    "external": ["--renew-before", "12h"],
 }
 
 
@@ -64,10 +72,24 @@ def key(alert):
     return (labels["alertname"], labels.get("secret"), labels.get("role"), alert["state"])
 
 
+def external_secret(name):
+    """A kubernetes.io/tls Secret of another issuer: a 10-day server certificate with one
+    day left."""
+    ca = Authority(f"{name}-issuer")
+    start = badpki.now() - datetime.timedelta(days=9)
+    leaf = ca.issue(badpki.service_names(name, NS), not_before=start,
+                    not_after=start + datetime.timedelta(days=10))
+    data = {"ca.crt": ca.cert_pem, "tls.crt": leaf.cert_pem, "tls.key": leaf.key_pem}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": secret(name), "namespace": NS},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+
 @pytest.mark.time_limit(90)
-def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_one(
+def test_expiry_alert_fires_for_a_certificate_left_unrenewed_and_not_for_short_lives(
         cluster, certctl_binary, tmp_path):
     cluster.kubectl("create", "namespace", NS)
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(external_secret("external")))
     sidecars = []
     try:
         for name, flags in WEBHOOKS.items():
@@ -114,19 +136,23 @@ def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_on
             prometheus.wait_for(evaluated_after_seen, "a rule evaluation after that")
             alerts = prometheus.alerts()
 
-            # Exactly one alert: the short webhook's server certificate, firing.
+            # Exactly one alert: the external server certificate, firing. Not the one certctl
+            # renews 3 days ahead, though only 10 days remain of it.
             assert sorted(key(a) for a in alerts) == [
-                ("WebhookCertificateExpiresSoon", f"{NS}/{secret('short')}", "leaf",
+                ("WebhookCertificateExpiresSoon", f"{NS}/{secret('external')}", "leaf",
                  "firing")], json.dumps(alerts, indent=1)
             assert [key(a) for a in fired] == [key(alerts[0])]
             alert = alerts[0]
             assert alert["labels"] == {
                 "alertname": "WebhookCertificateExpiresSoon", "severity": "warning",
-                "namespace": NS, "secret": f"{NS}/{secret('short')}", "role": "leaf"}
+                "namespace": NS, "secret": f"{NS}/{secret('external')}", "role": "leaf"}
             left = float(alert["value"])
-            assert 9.9 * DAY < left <= 10 * DAY, left
+            assert 0.9 * DAY < left <= 1 * DAY, left
             assert alert["annotations"]["summary"].startswith(
-                f"The leaf certificate of {NS}/{secret('short')} expires in 9d 23h"), alert
+                f"The leaf certificate of {NS}/{secret('external')} expires in 23h"), alert
+            renewed = prometheus.query('certctl_certificate_expiration_timestamp_seconds'
+                                       f'{{secret="{NS}/{secret("renewed")}",role="leaf"}}')
+            assert 9.9 * DAY < float(renewed[0]["value"][1]) - time.time() <= 10 * DAY
             # Nothing about the healthy webhook, its CA 10 years away like its leaf.
             assert {s["metric"]["role"] for s in healthy} == {"ca", "leaf"}
             assert all(float(s["value"][1]) > time.time() + 9 * 365 * DAY for s in healthy)
@@ -134,7 +160,7 @@ def test_expiry_alert_fires_for_a_short_certificate_and_nothing_for_a_healthy_on
                         or a["labels"].get("pod") == "healthy-0"]
             # Both targets were up all along.
             assert sorted((t["labels"]["job"], t["health"]) for t in prometheus.targets()) == \
-                [(f"{NS}/healthy", "up"), (f"{NS}/short", "up")]
+                [(f"{NS}/external", "up"), (f"{NS}/healthy", "up"), (f"{NS}/renewed", "up")]
             assert took < FIRE_BOUND
         assert prometheus.process.proc.returncode is not None  # stopped, not left running
         for sidecar in sidecars:

@@ -83,6 +83,8 @@ struct PassReport {
   std::string injected_bundle;            // what the leader put into the targets (decoded PEM)
   std::optional<TimePoint> ca_not_after;  // of the CA that issued the leaf
   std::optional<TimePoint> leaf_not_after;
+  std::optional<TimePoint> ca_not_before;  // with notAfter, the lifetime
+  std::optional<TimePoint> leaf_not_before;
   // What the API server would find calling the targets (SPEC 4a): entries whose called name
   // the leaf does not cover, or that name nothing callable. Judged whenever the targets were
   // read (nullopt: they were not); readiness fails on them apart from `ready`, which is

@@ -62,6 +62,7 @@ struct SidecarMetrics {
   explicit SidecarMetrics(metrics::Registry& registry);
 
   metrics::Family& expiration;          // {secret, role="ca"|"leaf"}: notAfter, unix seconds
+  metrics::Family& not_before;          // {secret, role}: notBefore, unix seconds
   metrics::Family& reconciles;          // {result="ready"|"not_ready"|"error"}
   metrics::Family& reconcile_duration;  // {result}
   metrics::Family& writes;              // {kind}

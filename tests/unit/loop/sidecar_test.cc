@@ -95,6 +95,14 @@ TEST(Sidecar, ColdStartEndsReadyWithFolderBundleAndMetrics) {
   EXPECT_EQ(running.metrics().leader.Value({}), 1);
   EXPECT_EQ(running.metrics().writes.Value({"secret"}), 1);
   EXPECT_GT(running.metrics().expiration.Value({"infra/webhook-server-cert", "leaf"}), 0);
+  // With notBefore, each certificate's lifetime: what the expiry alert measures by.
+  for (const std::string role : {"ca", "leaf"}) {
+    const double not_before =
+        running.metrics().not_before.Value({"infra/webhook-server-cert", role});
+    EXPECT_GT(not_before, 0) << role;
+    EXPECT_LT(not_before, running.metrics().expiration.Value({"infra/webhook-server-cert", role}))
+        << role;
+  }
   const std::string text = running.registry().Render();
   EXPECT_THAT(text, HasSubstr("certctl_reconcile_total{result=\"ready\"}"));
 
