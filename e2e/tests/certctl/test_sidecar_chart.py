@@ -545,6 +545,59 @@ def test_the_webhook_pauses_in_prestop_by_default_where_the_cluster_has_sleep(he
         assert proc.returncode != 0 and "preStopSleepSeconds" in proc.stderr, bad
 
 
+def test_extra_flags_and_environment_reach_certctl_in_both_modes(helm):
+    extra = {"extraArgs": ["--kube-api-qps=20"],
+             "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}]}
+    _, objects = helm.template(merged(MINIMAL, **extra))
+    certctl = sidecar(objects)
+    assert certctl["args"][-1] == "--kube-api-qps=20"
+    assert certctl["env"][-1] == extra["extraEnv"][0]
+    assert {"POD_NAME", "POD_NAMESPACE"} <= {e["name"] for e in certctl["env"]}
+    _, objects = helm.template(merged(MINIMAL, mode="job", **extra))
+    jobs = [o for o in objects if o["kind"] == "Job"]
+    assert len(jobs) == 2
+    for job in jobs:
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["args"][-1] == "--kube-api-qps=20", job["metadata"]["name"]
+        assert container["env"] == extra["extraEnv"]
+    _, objects = helm.template(merged(MINIMAL, mode="job"))
+    assert all("env" not in o["spec"]["template"]["spec"]["containers"][0]
+               for o in objects if o["kind"] == "Job")
+
+
+def test_topology_spread_and_a_budget_that_does_not_block_drains(helm):
+    spread = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+               "whenUnsatisfiable": "ScheduleAnyway",
+               "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": "hook"}}}]
+    _, objects = helm.template(merged(MINIMAL, sidecar={"replicas": 3,
+                                                        "topologySpreadConstraints": spread}))
+    assert pod_spec(objects)["topologySpreadConstraints"] == spread
+    # A pod that never became ready (a bad image, no certificate) must not block a drain.
+    budget = one(objects, "PodDisruptionBudget")["spec"]
+    assert budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    _, objects = helm.template(merged(MINIMAL, sidecar={
+        "replicas": 3, "podDisruptionBudget": {"unhealthyPodEvictionPolicy": "IfHealthyBudget"}}))
+    assert one(objects, "PodDisruptionBudget")["spec"]["unhealthyPodEvictionPolicy"] == \
+        "IfHealthyBudget"
+    assert "topologySpreadConstraints" not in pod_spec(objects)
+    proc = helm.run("template", "hook", CHART, values=merged(MINIMAL, sidecar={
+        "replicas": 3, "podDisruptionBudget": {"unhealthyPodEvictionPolicy": "Always"}}))
+    assert proc.returncode != 0 and "unhealthyPodEvictionPolicy" in proc.stderr
+
+
+def test_image_tags_may_be_numbers_as_set_gives_them(helm):
+    # `--set tag=2` makes a number of it; the image must be "repository:2" all the same.
+    proc = helm.run("template", "hook", CHART, "--set", "sidecar.webhook.image.tag=2",
+                    "--set", "image.tag=7", values=MINIMAL)
+    assert proc.returncode == 0, proc.stderr
+    objects = [o for o in yaml.safe_load_all(proc.stdout) if o]
+    assert webhook_container(objects)["image"] == f"{IMAGE['repository']}:2"
+    assert sidecar(objects)["image"] == "ghcr.io/certctl/certctl:7"
+    proc = helm.run("template", "hook", CHART, values=merged(
+        MINIMAL, sidecar={"webhook": {"image": {"tag": 1.3}}}))
+    assert proc.returncode != 0 and "tag" in proc.stderr  # 1.30 would have become 1.3
+
+
 def test_rendered_run_flags_are_flags_of_certctl_run(helm, certctl_binary):
     values = merged(MINIMAL, adopt=True,
                     sidecar={"replicas": 2, "servingAddr": "127.0.0.1:9443"})

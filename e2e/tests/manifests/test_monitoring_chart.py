@@ -126,7 +126,8 @@ def test_everything_is_off_by_default(helm):
         "scrapeTimeout": "10s", "podMonitor": {"enabled": False},
         "serviceMonitor": {"enabled": False},
         "prometheusRule": {"enabled": False, "expiryDays": 14, "alertLabels": {}, "alerts": {}}}
-    assert values["sidecar"]["podDisruptionBudget"] == {"enabled": None, "maxUnavailable": 1}
+    assert values["sidecar"]["podDisruptionBudget"] == {
+        "enabled": None, "maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow"}
     assert values["sidecar"]["networkPolicy"] == {
         "enabled": False, "webhookFrom": [], "metricsFrom": [], "healthFrom": [],
         "extraIngress": []}
@@ -328,7 +329,7 @@ def test_pod_disruption_budget_follows_the_replicas(helm, replicas, enabled, exp
     assert pdb["apiVersion"] == "policy/v1"
     assert pdb["metadata"]["name"] == "hook" and pdb["metadata"]["namespace"] == NS
     assert pdb["spec"] == {"maxUnavailable": expected, "selector": one(
-        objects, "Deployment")["spec"]["selector"]}
+        objects, "Deployment")["spec"]["selector"], "unhealthyPodEvictionPolicy": "AlwaysAllow"}
 
 
 def test_pod_disruption_budget_takes_a_percentage(helm):

@@ -77,7 +77,7 @@ tag; a digest names exactly what was scanned and signed, a tag can be moved. */}
 {{- with .Values.image.digest -}}
 {{- printf "%s@%s" $.Values.image.repository . -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) -}}
 {{- end -}}
 {{- end -}}
 
@@ -551,6 +551,13 @@ spec:
           imagePullPolicy: {{ $v.image.pullPolicy }}
           args:
             {{- include "certctl.jobArgs" (dict "root" $root "phase" .phase) | nindent 12 }}
+            {{- with $v.extraArgs }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          {{- with $v.extraEnv }}
+          env:
+            {{- toYaml . | nindent 12 }}
+          {{- end }}
           {{- with $v.job.securityContext }}
           securityContext:
             {{- toYaml . | nindent 12 }}

@@ -169,6 +169,9 @@ CA), keeps it running beside them and restarts it when it exits. A list item.
   restartPolicy: Always
   args:
     {{- include "certctl.runArgs" . | nindent 4 }}
+    {{- with $v.extraArgs }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   env:
     # The identity in the Lease and in Events (--identity defaults to $POD_NAME plus a
     # random suffix), and the namespace.
@@ -180,6 +183,9 @@ CA), keeps it running beside them and restarts it when it exits. A list item.
       valueFrom:
         fieldRef:
           fieldPath: metadata.namespace
+    {{- with $v.extraEnv }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   ports:
     - name: health
       containerPort: {{ $s.healthPort }}
