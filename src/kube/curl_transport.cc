@@ -361,6 +361,29 @@ class CurlTransport final : public HttpTransport {
     }
   }
 
+  // curl's words for a failure: its detail, which often ends with the summary already
+  // ("Failed to connect to h port 1 after 0 ms: Couldn't connect to server"), else the
+  // summary and the detail. "after N ms" goes: it is this attempt's time, which reads as if
+  // nothing was tried when the retries took seconds (the retrying layer says how long).
+  static std::string CurlFailure(const std::string& summary, const std::string& detail) {
+    std::string text = detail;
+    for (std::size_t at = text.find(" after "); at != std::string::npos;
+         at = text.find(" after ", at + 1)) {
+      std::size_t end = at + 7;
+      while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])) != 0) {
+        ++end;
+      }
+      if (end > at + 7 && text.compare(end, 3, " ms") == 0) {
+        text.erase(at, end + 3 - at);
+        break;
+      }
+    }
+    if (text.empty()) {
+      return summary;
+    }
+    return text.find(summary) != std::string::npos ? text : summary + ": " + text;
+  }
+
   static Result<HttpResponse> Finish(CURLcode code, Transfer& transfer, const char* error_buffer) {
     if (transfer.stopped_by_handler) {
       return transfer.response;  // the caller asked to stop: not a failure
@@ -371,12 +394,7 @@ class CurlTransport final : public HttpTransport {
                                                " MiB, more than any API object; not retried");
     }
     if (code != CURLE_OK) {
-      std::string message = Curl().easy_strerror(code);
-      if (error_buffer[0] != '\0') {
-        message += ": ";
-        message += error_buffer;
-      }
-      return Fail(CodeForCurlError(code), message);
+      return Fail(CodeForCurlError(code), CurlFailure(Curl().easy_strerror(code), error_buffer));
     }
     if (transfer.on_chunk != nullptr && transfer.Success()) {
       transfer.response.body.clear();

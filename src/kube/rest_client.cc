@@ -514,6 +514,7 @@ class RestClient final : public Client {
   Result<HttpResponse> Execute(HttpRequest request, Safety safety, const std::string& what,
                                const Sender& send) {
     const RetryOptions& retry_options = options_.retry;
+    const TimePoint started = clock_.Now();
     int retries = 0;
     bool reauthenticated = false;
     while (true) {
@@ -558,7 +559,15 @@ class RestClient final : public Client {
       const bool out_of_time = retry_options.deadline && now >= *retry_options.deadline;
       if (out_of_retries || out_of_time) {
         if (!response) {
-          return Fail(response.error().Wrap(what));
+          if (retries == 0) {
+            return Fail(response.error().Wrap(what));
+          }
+          const auto took =
+              std::chrono::duration_cast<std::chrono::milliseconds>(clock_.Now() - started);
+          return Fail(Error(response.error().code(), response.error().message() + " (" +
+                                                         std::to_string(retries + 1) +
+                                                         " attempts in " + FormatWait(took) + ")")
+                          .Wrap(what));
         }
         return response;
       }

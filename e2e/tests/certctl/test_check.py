@@ -4,6 +4,7 @@ kubeconfig and from an in-cluster service account, RBAC and availability failure
 import base64
 import json
 import os
+import re
 
 import pytest
 
@@ -236,6 +237,11 @@ def test_forbidden_unauthorized_and_unreachable_exit_two(cluster, certctl_binary
     assert unreachable.returncode == 2
     assert unreachable.stderr.count("\n") == 1, unreachable.stderr
     assert "connect to 127.0.0.1 port 1" in unreachable.stderr
+    # curl's words once, without its last attempt's "after 0 ms"; the attempts made instead.
+    assert unreachable.stderr.count("Couldn't connect to server") == 1, unreachable.stderr
+    assert " ms" not in unreachable.stderr, unreachable.stderr
+    assert re.search(r"\(\d+ attempts in [\d.]+s\)$", unreachable.stderr.strip()), \
+        unreachable.stderr
 
 
 def test_survives_503_with_retry_after(cluster, certctl_binary, setup):
