@@ -189,6 +189,7 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
   converge.inject = inject;
   converge.inject_options.wait_for_targets = options.wait_for_targets;
   converge.inject_options.deadline = deadline;
+  converge.inject_options.on_waiting = [](const std::string& line) { spdlog::info(line); };
   converge.on_secret = [&](const controller::SecretOutcome& outcome) {
     LogSecret(outcome, secret_object, took());
   };

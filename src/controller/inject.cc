@@ -46,9 +46,19 @@ Result<InjectOutcome> InjectBundle(kube::Client& client, const TargetSelection& 
   const TimePoint deadline =
       options.deadline.value_or(SaturatingAdd(clock.Now(), options.wait_for_targets));
   Result<ResolvedTargets> targets = ResolveTargets(client, selection);
+  const TimePoint waiting_since = clock.Now();
+  TimePoint next_note = waiting_since;
   for (TimePoint now = clock.Now();
        targets && !targets->missing.empty() && !options.leave_out_missing && now < deadline;
        now = clock.Now()) {
+    if (options.on_waiting && now >= next_note) {
+      options.on_waiting(
+          "waiting for " + Describe(targets->missing) + " to appear (" +
+          FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(now - waiting_since)) +
+          " so far, at most " +
+          FormatDuration(std::chrono::ceil<std::chrono::seconds>(deadline - waiting_since)) + ")");
+      next_note = now + options.waiting_note_interval;
+    }
     clock.Sleep(std::min<std::chrono::milliseconds>(
         options.poll_interval, std::chrono::ceil<std::chrono::milliseconds>(deadline - now)));
     targets = ResolveTargets(client, selection);

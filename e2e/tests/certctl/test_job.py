@@ -311,6 +311,23 @@ def test_the_secret_phase_does_not_wait_for_a_target_the_upgrade_creates(hook, c
 
 
 @pytest.mark.backends("emulator", "real")
+def test_a_job_waiting_for_a_target_says_so_before_its_deadline(hook, certctl_binary):
+    """A Helm hook that waits for a target is not silent until it gives up: it names what it
+    waits for at once (and every 15 s), then fails naming it."""
+    hook.add_user("system:serviceaccount:infra:certctl", emulator_rules("job", SECRET, NS, {
+        "validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook", "hook-v2"],
+        "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]}))
+    result = job(hook, certctl_binary, "--mutating-webhook", "hook-v2", "--wait-for-targets",
+                 "3s")
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    waiting = [i for i, line in enumerate(lines) if
+               "waiting for mutatingwebhookconfiguration/hook-v2 to appear (0s so far, at most "
+               "3s)" in line]
+    failed = [i for i, line in enumerate(lines) if "still missing after waiting 3s" in line]
+    assert waiting and failed and waiting[0] < failed[0], result.stderr
+
+
 def test_adopting_a_secret_without_ca_key_moves_to_a_new_ca_in_steps(hook, certctl_binary):
     # What another tool leaves behind (kube-webhook-certgen, cert-manager): a valid pair,
     # no ca.key, no certctl label; the targets trust its CA.

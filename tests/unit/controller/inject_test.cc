@@ -332,6 +332,29 @@ TEST(InjectBundle, TargetStillMissingAfterTheWaitIsNotFoundAndNothingIsWritten) 
   EXPECT_EQ(std::vector<Json>({cluster.Vwc(), cluster.CrdObject(), cluster.Api()}), before);
 }
 
+// A hook Job waiting for a target says so at once and every 15 s, not only at its deadline.
+TEST(InjectBundle, AWaitForMissingTargetsIsToldAtOnceAndThenEvery15Seconds) {
+  Cluster cluster;
+  cluster.client.Remove(kMutatingWebhookConfigurations, "", kMwc);
+  InjectOptions options = Options(std::chrono::seconds(40));
+  std::vector<std::string> lines;
+  options.on_waiting = [&lines](const std::string& line) { lines.push_back(line); };
+  auto outcome = InjectBundle(cluster.client, AllFour(), kBundle, options, cluster.clock);
+  ASSERT_FALSE(outcome.has_value());
+  ASSERT_EQ(lines.size(), 3u);  // at 0 s, 15 s and 30 s of the 40
+  EXPECT_EQ(lines[0],
+            "waiting for mutatingwebhookconfiguration/defaults to appear (0s so far, at most 40s)");
+  EXPECT_THAT(lines[1], HasSubstr("(15s so far, at most 40s)"));
+  EXPECT_THAT(lines[2], HasSubstr("(30s so far, at most 40s)"));
+
+  // Nothing to wait for: nothing told.
+  lines.clear();
+  cluster.client.Put(kMutatingWebhookConfigurations,
+                     WebhookConfiguration(kMwc, {Webhook("x.example.com", "")}));
+  ASSERT_TRUE(InjectBundle(cluster.client, AllFour(), kBundle, options, cluster.clock));
+  EXPECT_TRUE(lines.empty());
+}
+
 TEST(InjectBundle, EveryMissingTargetIsNamed) {
   FakeClient client;
   FakeClock clock;
