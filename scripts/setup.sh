@@ -4,7 +4,16 @@
 # scripts/install-helm.sh, into .tools/bin), and checks for Go 1.26 or later, which builds
 # the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh). Idempotent:
 # prints nothing and touches nothing when all of it is already there.
+# --demo: only what scripts/demo.sh needs (the build, openssl, python3, kubectl): no Helm, no
+# Go, none of the test tools.
 set -euo pipefail
+
+demo=false
+case ${1:-} in
+  --demo) demo=true ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--demo]" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git curl iproute2
@@ -17,6 +26,14 @@ packages=(
   prometheus
   file podman runc skopeo docker-registry python3-license-expression
 )
+if $demo; then
+  packages=(
+    build-essential cmake ninja-build pkg-config git curl openssl
+    libssl-dev libcurl4-openssl-dev libyaml-cpp-dev libcpp-httplib-dev
+    nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libexpected-dev
+    libgtest-dev libgmock-dev libbenchmark-dev ccache python3
+  )
+fi
 
 log() { echo "setup: $*" >&2; }
 # shellcheck source=scripts/lib/apt.sh
@@ -31,6 +48,7 @@ command -v npm >/dev/null || missing+=(npm)
 # .tools/bin/kubectl (quiet when it is there already). Helm likewise.
 install_tools() {
   kubectl version --client >/dev/null 2>&1 || "$(dirname "$0")/install-kubectl.sh"
+  $demo && return
   "$(dirname "$0")/install-helm.sh"
   check_go
 }
