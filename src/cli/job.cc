@@ -32,6 +32,13 @@ void LogSecret(const controller::SecretOutcome& outcome, const std::string& obje
   for (const controller::RotationProblem& problem : outcome.rotation_problems) {
     spdlog::warn("{}: {}", object, problem.message);
   }
+  if (!outcome.names_dropped.empty()) {
+    spdlog::warn(
+        "the server certificate in {} no longer names {}: a webhook that calls them fails the "
+        "API server's TLS check now. If another webhook uses this Secret, give each its own "
+        "--secret",
+        object, JoinWithCommas(outcome.names_dropped));
+  }
   switch (outcome.action) {
     case controller::SecretAction::kNone:
       spdlog::info("{} is valid{}; nothing to do ({})", object,

@@ -65,6 +65,33 @@ std::string ObjectUid(const Json& object) {
   return uid && *uid ? **uid : "";
 }
 
+// The names (DNS names, then IP addresses) the server certificate `before` covered and
+// `after` does not; none when `before` does not parse.
+std::vector<std::string> NamesDropped(const std::optional<std::string>& before,
+                                      const std::string& after) {
+  if (!before) {
+    return {};
+  }
+  auto old_leaf = pki::Certificate::FromPem(*before);
+  auto new_leaf = pki::Certificate::FromPem(after);
+  if (!old_leaf || !new_leaf) {
+    return {};
+  }
+  const pki::CertificateInfo old_info = old_leaf->Info();
+  const pki::CertificateInfo new_info = new_leaf->Info();
+  std::vector<std::string> dropped;
+  for (const auto& [old_names, new_names] :
+       {std::pair{&old_info.dns_names, &new_info.dns_names},
+        std::pair{&old_info.ip_addresses, &new_info.ip_addresses}}) {
+    for (const std::string& name : *old_names) {
+      if (std::find(new_names->begin(), new_names->end(), name) == new_names->end()) {
+        dropped.push_back(name);
+      }
+    }
+  }
+  return dropped;
+}
+
 // The data of a Secret certctl just stored, for the caller's memory of what it wrote.
 std::map<std::string, std::string> DataOf(const Json& secret) {
   std::map<std::string, std::string> data;
@@ -115,7 +142,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .rotation = {},
                              .rotation_problems = {},
                              .stored_data = DataOf(*created),
-                             .held_back = false};
+                             .held_back = false,
+                             .names_dropped = {}};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -180,7 +208,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .rotation = {},
                            .rotation_problems = {},
                            .stored_data = {},
-                           .held_back = false};
+                           .held_back = false,
+                           .names_dropped = {}};
     }
 
     auto reading = ReadRotationAnnotations(secret, object);
@@ -255,6 +284,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       outcome.tls_key = plan->pem.tls_key;
       outcome.validation = std::move(*issued_validation);
       outcome.rotation = plan->rotation;
+      outcome.names_dropped = NamesDropped(pair.source.cert_pem, plan->pem.tls_crt);
     }
     MarkManaged(secret);
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);

@@ -94,7 +94,12 @@ void RecordRotation(const controller::RotationState& rotation, PassReport& repor
 
 void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report) {
   if (outcome.action != controller::SecretAction::kNone) {
-    report.secret_changes.push_back({outcome.action, outcome.reason, outcome.uid});
+    std::string reason = outcome.reason;
+    if (!outcome.names_dropped.empty()) {
+      reason += "; it no longer names " + JoinWithCommas(outcome.names_dropped) +
+                ", which whoever calls them now fails to verify";
+    }
+    report.secret_changes.push_back({outcome.action, std::move(reason), outcome.uid});
   }
   if (!outcome.stored_data.empty()) {
     report.secret_data = outcome.stored_data;

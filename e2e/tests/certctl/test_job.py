@@ -150,6 +150,9 @@ def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
     result = job(hook, certctl_binary, service="renamed")
     assert result.returncode == 0, result.stderr
     assert "re-issued the server certificate" in result.stderr
+    # The names the certificate lost are told, a warning: another webhook may have used them.
+    assert "warn" in result.stderr and "no longer names hook.infra.svc" in result.stderr, \
+        result.stderr
     after = secret_data(hook)
     assert after["ca.crt"] == before["ca.crt"] and after["ca.key"] == before["ca.key"]
     assert after["tls.crt"] != before["tls.crt"] and after["tls.key"] != before["tls.key"]

@@ -67,6 +67,9 @@ struct SecretOutcome {
   // A write was due but the caller held it back (SecretHoldBack): nothing was written, and
   // `reason` says what waits.
   bool held_back = false;
+  // Names the server certificate covered before this write and no longer does (a --service
+  // changed, or another webhook shares the Secret): whoever calls them fails now.
+  std::vector<std::string> names_dropped;
 };
 
 // A CA bundle kept outside the Secret, where the CA of a damaged ca.crt may still be found:

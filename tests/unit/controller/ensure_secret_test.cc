@@ -281,6 +281,9 @@ TEST(EnsureSecret, RenamedServiceReissuesOnlyTheLeaf) {
   ASSERT_TRUE(outcome.has_value());
   EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
   EXPECT_THAT(outcome->reason, HasSubstr("svc2"));
+  // What callers of the old name meet now is told (another webhook may share the Secret).
+  EXPECT_THAT(outcome->names_dropped, ElementsAre("svc.webhooks.svc", "svc", "svc.webhooks",
+                                                  "svc.webhooks.svc.cluster.local"));
 
   const Json after = Stored(cluster.client);
   EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
@@ -317,6 +320,7 @@ TEST(EnsureSecret, LeafWithinRenewBeforeIsReissuedFromTheStoredCa) {
   cluster.clock.Advance(2 * kDay);  // 29 days left
   auto outcome = MustEnsure(cluster.client, Spec(), cluster.clock);
   ASSERT_TRUE(outcome.has_value());
+  EXPECT_TRUE(outcome->names_dropped.empty());  // a renewal keeps every name
   EXPECT_EQ(outcome->action, SecretAction::kLeafReissued);
   const Json after = Stored(cluster.client);
   EXPECT_EQ(after["data"]["ca.crt"], cluster.before["data"]["ca.crt"]);
