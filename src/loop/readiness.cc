@@ -33,22 +33,19 @@ bool Sidecar::ReadyLocked() const {
 void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
                                       std::vector<std::string> target_bundles,
                                       std::optional<std::pair<bool, std::string>> injected) {
-  bool changed = false;
-  bool file_changed = false;
-  bool file_ready = false;
   {
     const std::lock_guard lock(state_mutex_);
     const bool was_ready = ReadyLocked();
     const bool file_was = certificate_.ok && injected_.ok;
-    changed = ready != certificate_.ok;
+    const bool changed = ready != certificate_.ok;
     certificate_.ok = ready;
     certificate_.reason = reason;
     if (injected) {
       injected_.ok = injected->first;
       injected_.reason = injected->second;
     }
-    file_ready = certificate_.ok && injected_.ok;
-    file_changed = file_was != file_ready;
+    const bool file_ready = certificate_.ok && injected_.ok;
+    const bool file_changed = file_was != file_ready;
     target_bundles_ = std::move(target_bundles);
     // Until the serving loop answers for this certificate, say what it is doing, not what
     // it last waited for.
@@ -57,18 +54,18 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
           ready ? "checking the handshake with " + FormatHostPort(config_.serving->address)
                 : "waiting for the certificate";
     }
-    PublishReadiness(was_ready);
-  }
-  // The ready file tells the webhook its certificate is there and trusted, so it follows
-  // these two checks alone: a webhook that waits for it cannot pass the serving check
-  // before it starts.
-  if (!config_.ready_file.empty() && file_changed) {
-    std::error_code error;
-    if (file_ready) {
-      std::ofstream(config_.ready_file) << "ready\n";
-    } else {
-      std::filesystem::remove(config_.ready_file, error);
+    // The ready file tells the webhook its certificate is there and trusted, so it follows
+    // these two checks alone: a webhook that waits for it cannot pass the serving check
+    // before it starts. Written before /readyz can say ready, never after.
+    if (!config_.ready_file.empty() && file_changed) {
+      std::error_code error;
+      if (file_ready) {
+        std::ofstream(config_.ready_file) << "ready\n";
+      } else {
+        std::filesystem::remove(config_.ready_file, error);
+      }
     }
+    PublishReadiness(was_ready);
   }
   if (config_.serving) {
     {
