@@ -106,6 +106,23 @@ std::map<std::string, std::string> DataOf(const Json& secret) {
   return data;
 }
 
+// `spec` with the names a follower asked for (name_request.h) added to its own; what the
+// request holds that cannot be issued goes to `problems`.
+Result<SecretSpec> SpecWithRequestedNames(const SecretSpec& spec, const Json& secret,
+                                          const std::string& object, TimePoint now,
+                                          std::vector<RotationProblem>& problems) {
+  auto requested = ReadNameRequest(secret, object, now);
+  if (!requested) {
+    return Fail(requested.error());
+  }
+  problems.insert(problems.end(), requested->problems.begin(), requested->problems.end());
+  SecretSpec effective = spec;
+  if (requested->request) {
+    effective.identity = WithRequestedNames(spec.identity, *requested->request);
+  }
+  return effective;
+}
+
 }  // namespace
 
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
@@ -183,7 +200,19 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
         pruned.reset();  // what the rebuilt ca.crt left out is said once, below
       }
     }
-    pki::ValidationReport validation = pki::Validate(pair.source, policy, now);
+    // Names a follower asked for are issued with the flags' own (name_request.h); only on
+    // a Secret certctl manages, the only kind it issues into.
+    SecretSpec effective = spec;
+    std::vector<RotationProblem> request_problems;
+    if (pair.managed) {
+      auto with_requests = SpecWithRequestedNames(spec, secret, object, now, request_problems);
+      if (!with_requests) {
+        return Fail(with_requests.error());
+      }
+      effective = std::move(*with_requests);
+    }
+    const pki::ValidationPolicy effective_policy = PolicyFor(effective);
+    pki::ValidationReport validation = pki::Validate(pair.source, effective_policy, now);
 
     if (!pair.managed && !adopting) {
       if (!pair.source.cert_pem || !pair.source.key_pem) {
@@ -223,6 +252,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     outcome.managed = true;
     outcome.uid = ObjectUid(secret);
     outcome.rotation_problems = judged.problems;
+    outcome.rotation_problems.insert(outcome.rotation_problems.end(), request_problems.begin(),
+                                     request_problems.end());
     if (adopting && validation.ok()) {
       // Adopting changes nothing but the label.
       outcome.action = SecretAction::kAdopted;
@@ -233,7 +264,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       outcome.validation = std::move(validation);
       outcome.rotation = *rotation;
     } else {
-      auto plan = PlanManaged(spec, pair, validation, *rotation, now);
+      auto plan = PlanManaged(effective, pair, validation, *rotation, now);
       if (!plan) {
         return Fail(plan.error());
       }
@@ -267,7 +298,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
         outcome.rotation = *rotation;
         return outcome;
       }
-      pki::ValidationPolicy check = policy;
+      pki::ValidationPolicy check = effective_policy;
       if (plan->lenient) {
         check.renew_before = std::chrono::seconds(0);
       }
@@ -305,7 +336,6 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
 Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& spec,
                                       const std::string& trusted_bundle, const Clock& clock) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
-  const pki::ValidationPolicy policy = PolicyFor(spec);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const TimePoint now = clock.Now();
     auto current = client.Get(kube::kSecrets, spec.ns, spec.name);
@@ -326,6 +356,12 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
     if (!reading) {
       return Fail(reading.error());
     }
+    std::vector<RotationProblem> ignored;  // EnsureSecret tells them
+    auto effective = SpecWithRequestedNames(spec, secret, object, now, ignored);
+    if (!effective) {
+      return Fail(effective.error());
+    }
+    const pki::ValidationPolicy policy = PolicyFor(*effective);
     const pki::PairSource& source = read->source;
     const RotationReading judged =
         JudgeRotationState(std::move(*reading), source, spec.ca_overlap, now);
@@ -346,7 +382,7 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
       outcome.rotation = *rotation;
       return outcome;
     }
-    auto leaf = IssueLeafPem(spec, *stored_ca, now);
+    auto leaf = IssueLeafPem(*effective, *stored_ca, now);
     if (!leaf) {
       return Fail(leaf.error());
     }

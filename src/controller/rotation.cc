@@ -6,14 +6,12 @@
 #include "certctl/util/text.h"
 
 namespace certctl::controller {
-namespace {
 
 using Json = nlohmann::json;
 
-// The annotation's value, absent or null as nullopt. Keys hold a slash, which a JSON
-// pointer would split: looked up directly.
-Result<std::optional<std::string>> Annotation(const Json& secret, const std::string& object,
-                                              const char* key) {
+// Keys hold a slash, which a JSON pointer would split: looked up directly.
+Result<std::optional<std::string>> SecretAnnotation(const Json& secret, const std::string& object,
+                                                    const char* key) {
   auto annotations = kube::OptionalObject(secret, "/metadata/annotations", object);
   if (!annotations) {
     return Fail(annotations.error());
@@ -32,17 +30,17 @@ Result<std::optional<std::string>> Annotation(const Json& secret, const std::str
   return std::optional<std::string>(found->get<std::string>());
 }
 
-RotationProblem Unknown(const char* key, const std::string& value, std::string_view expected) {
+RotationProblem IgnoredAnnotation(const char* key, const std::string& value,
+                                  std::string_view expected) {
   return {key, value,
           "metadata.annotations[" + std::string(key) + "] is \"" + OneLine(value, 100) +
               "\", expected " + std::string(expected) + "; ignored"};
 }
 
-// The annotation's time; nullopt when absent or, told in `problems`, not RFC 3339.
 Result<std::optional<TimePoint>> TimeAnnotation(const Json& secret, const std::string& object,
                                                 const char* key,
                                                 std::vector<RotationProblem>& problems) {
-  auto text = Annotation(secret, object, key);
+  auto text = SecretAnnotation(secret, object, key);
   if (!text) {
     return Fail(text.error());
   }
@@ -51,13 +49,11 @@ Result<std::optional<TimePoint>> TimeAnnotation(const Json& secret, const std::s
   }
   auto time = ParseRfc3339(**text);
   if (!time) {
-    problems.push_back(Unknown(key, **text, "an RFC 3339 time"));
+    problems.push_back(IgnoredAnnotation(key, **text, "an RFC 3339 time"));
     return std::optional<TimePoint>();
   }
   return std::optional<TimePoint>(*time);
 }
-
-}  // namespace
 
 std::string_view RotationPhaseName(RotationPhase phase) {
   switch (phase) {
@@ -86,7 +82,7 @@ std::string_view RotationRequestName(RotationRequest request) {
 Result<RotationReading> ReadRotationAnnotations(const Json& secret, const std::string& object) {
   RotationReading reading;
   RotationState& state = reading.state;
-  auto phase = Annotation(secret, object, kRotationPhaseAnnotation);
+  auto phase = SecretAnnotation(secret, object, kRotationPhaseAnnotation);
   if (!phase) {
     return Fail(phase.error());
   }
@@ -97,10 +93,10 @@ Result<RotationReading> ReadRotationAnnotations(const Json& secret, const std::s
       state.phase = RotationPhase::kOverlapping;
     } else {
       reading.problems.push_back(
-          Unknown(kRotationPhaseAnnotation, **phase, "trusting or overlapping"));
+          IgnoredAnnotation(kRotationPhaseAnnotation, **phase, "trusting or overlapping"));
     }
   }
-  auto requested = Annotation(secret, object, kRotateAnnotation);
+  auto requested = SecretAnnotation(secret, object, kRotateAnnotation);
   if (!requested) {
     return Fail(requested.error());
   }
@@ -110,7 +106,7 @@ Result<RotationReading> ReadRotationAnnotations(const Json& secret, const std::s
     } else if (**requested == RotationRequestName(RotationRequest::kLeaf)) {
       state.requested = RotationRequest::kLeaf;
     } else {
-      reading.problems.push_back(Unknown(kRotateAnnotation, **requested, "ca or leaf"));
+      reading.problems.push_back(IgnoredAnnotation(kRotateAnnotation, **requested, "ca or leaf"));
     }
   }
   auto started = TimeAnnotation(secret, object, kRotationStartedAnnotation, reading.problems);

@@ -120,7 +120,18 @@ Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::
     }
     rotation = JudgeRotationState(std::move(*read), pair->source, ca_overlap, now);
   }
-  StoredSecret stored{std::move(*pair), {}, {}, rotation.state, std::move(rotation.problems)};
+  std::optional<NameRequest> name_request;
+  if (pair->managed) {
+    auto requested = ReadNameRequest(**object, SecretObjectName(ns, name), now);
+    if (!requested) {
+      return Fail(requested.error());
+    }
+    name_request = std::move(requested->request);
+    rotation.problems.insert(rotation.problems.end(), requested->problems.begin(),
+                             requested->problems.end());
+  }
+  StoredSecret stored{std::move(*pair),       {}, {}, rotation.state, std::move(rotation.problems),
+                      std::move(name_request)};
   // While a rotation waits for the targets to trust its new CA, the leaf is still the one the
   // outgoing CA issued, which may be due for renewal: that is what the rotation is doing.
   pki::ValidationPolicy judged = policy;

@@ -5,10 +5,12 @@
 #include "certctl/certdir/cert_dir.h"
 #include "certctl/controller/callable.h"
 #include "certctl/controller/inject.h"
+#include "certctl/controller/name_request.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
 #include "certctl/pki/validate.h"
+#include "certctl/util/duration.h"
 #include "certctl/util/finding.h"
 #include "certctl/util/text.h"
 
@@ -235,6 +237,49 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   return report;
 }
 
+// A name only this replica's flags add, in a rolling update that changes --service or
+// --dns-name, is one the leader (an older replica) lacks: this replica asks for it in the
+// Secret (name_request.h) and waits, not ready, until the leader issues it, so that a
+// completed rollout means every replica serves its own names. A leader that does not read
+// requests (an older certctl) never issues it, and a rollout waiting for this replica would
+// never finish: past kNameRequestGrace the pair is served as it is, unless a target calls the
+// name (judged afterwards, as the API server would meet it). True when the pass ends here.
+Result<bool> AwaitRequestedNames(kube::Client& client, const PassConfig& config,
+                                 const controller::StoredSecret& secret, const Clock& clock,
+                                 PassReport& report) {
+  if (!secret.pair.managed || !secret.validation.leaf) {
+    return false;  // nobody issues into a Secret certctl does not manage
+  }
+  const std::vector<std::string> missing =
+      controller::NamesNotCovered(config.secret.identity, *secret.validation.leaf);
+  if (missing.empty()) {
+    return false;
+  }
+  std::optional<controller::NameRequest> request = secret.name_request;
+  const bool asked = request && std::all_of(missing.begin(), missing.end(), [&](const auto& name) {
+                       return std::find(request->names.begin(), request->names.end(), name) !=
+                              request->names.end();
+                     });
+  if (!asked) {
+    auto written = controller::RequestNames(client, config.secret.ns, config.secret.name, missing,
+                                            clock.Now());
+    if (!written) {
+      return Fail(written.error());
+    }
+    request = std::move(*written);
+  }
+  const TimePoint until = request->at + controller::kNameRequestGrace;
+  if (clock.Now() >= until) {
+    return false;
+  }
+  report.not_ready = "waiting for the leader to issue " + JoinWithCommas(missing) +
+                     ", asked for in " +
+                     controller::SecretObjectName(config.secret.ns, config.secret.name) + " at " +
+                     FormatRfc3339(request->at);
+  report.next_step_at = until;
+  return true;
+}
+
 Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
                                 const Clock& clock) {
   PassReport report;
@@ -255,11 +300,7 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
   report.rotation_problems = secret.rotation_problems;
   // Due for renewal, the pair still serves: renewing it is the leader's, and leaving the
   // Service meanwhile (no leader for a lease's length, say) would fail calls it answers.
-  // A name only this replica's flags add is the leader's to issue too: in a rolling update
-  // that changes --service or --dns-name the leader is an older replica that issues for its
-  // own flags, and a new replica waiting for the name would never become ready, so the old
-  // ones would never go. Whether a target calls that name is judged below, as the API
-  // server would meet it.
+  // A name only this replica's flags add is the leader's to issue too (AwaitRequestedNames).
   std::vector<Finding> names_awaited;
   std::vector<Finding> to_repair;
   for (const Finding& finding : secret.findings) {
@@ -275,8 +316,15 @@ Result<PassReport> FollowerPass(kube::Client& client, const PassConfig& config,
     return report;
   }
   if (!names_awaited.empty()) {
+    auto waiting = AwaitRequestedNames(client, config, secret, clock, report);
+    if (!waiting) {
+      return Fail(waiting.error());
+    }
+    if (*waiting) {
+      return report;
+    }
     report.names_awaited = JoinFindings(names_awaited) +
-                           "; the leader issues for its own flags, this replica once it leads";
+                           "; the leader has not issued them, this replica will once it leads";
   }
   const pki::PairSource& pair = secret.pair.source;
   if (auto published =

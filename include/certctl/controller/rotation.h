@@ -70,6 +70,21 @@ struct RotationProblem {
   bool operator==(const RotationProblem&) const = default;
 };
 
+// The value of a certctl annotation on `secret` (named `object` in messages), absent or null
+// as nullopt. A value that is not a string is kBadResponse: the API server only stores
+// strings, so the answer itself is broken.
+Result<std::optional<std::string>> SecretAnnotation(const nlohmann::json& secret,
+                                                    const std::string& object, const char* key);
+
+// "metadata.annotations[KEY] is \"VALUE\", expected EXPECTED; ignored".
+RotationProblem IgnoredAnnotation(const char* key, const std::string& value,
+                                  std::string_view expected);
+
+// The annotation's time; nullopt when absent or, told in `problems`, not RFC 3339.
+Result<std::optional<TimePoint>> TimeAnnotation(const nlohmann::json& secret,
+                                                const std::string& object, const char* key,
+                                                std::vector<RotationProblem>& problems);
+
 // The rotation annotations as read, and those left out of `state` because certctl never
 // writes such a value (an unknown phase or request, a time that is not RFC 3339).
 struct RotationReading {

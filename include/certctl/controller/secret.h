@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "certctl/controller/name_request.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/kube/client.h"
 #include "certctl/pki/validate.h"
@@ -51,6 +52,9 @@ struct StoredSecret {
   // Rotation annotations that do not match what the Secret holds: ignored or clamped in
   // `rotation`, and no part of `findings` (readiness follows the pair, not the annotations).
   std::vector<RotationProblem> rotation_problems;
+  // Names a follower asked the leader to issue (name_request.h), on a managed Secret; what
+  // it holds that cannot be issued is told in rotation_problems.
+  std::optional<NameRequest> name_request;
 };
 
 // GETs the Secret and judges it against `policy` at `now` (while a CA rotation waits for

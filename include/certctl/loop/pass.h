@@ -72,7 +72,9 @@ struct PassReport {
   controller::RotationPhase rotation = controller::RotationPhase::kNone;  // as now stored
   // Rotation annotations found ignored or clamped (the leader wrote them back corrected).
   std::vector<controller::RotationProblem> rotation_problems;
-  std::optional<TimePoint> next_step_at;  // when the rotation's next step falls due
+  // When the next pass is due without a change to trigger it: a CA rotation's next step, the
+  // end of a wait for requested names.
+  std::optional<TimePoint> next_step_at;
   bool folder_written = false;            // the folder got a new set
   std::vector<std::string> patched;       // targets whose caBundle was repaired
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events

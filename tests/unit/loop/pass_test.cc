@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "certctl/certdir/cert_dir.h"
+#include "certctl/controller/name_request.h"
 #include "certctl/pki/certificate.h"
 #include "certctl/util/base64.h"
+#include "certctl/util/duration.h"
 
 #include "fakes/fake_client.h"
 #include "fakes/fake_clock.h"
@@ -233,10 +235,66 @@ TEST(ReconcilePass, AFollowerStaysReadyWhileTheLeafIsDueForRenewalButNotOnceItEx
   EXPECT_THAT(expired->not_ready, HasSubstr("expired"));
 }
 
+std::vector<std::string> LeafNames(const FakeClient& api) {
+  return pki::Certificate::FromPem(Data(api, "tls.crt")).value().Info().dns_names;
+}
+
+std::string Annotation(const FakeClient& api, const std::string& key) {
+  return api.Object(kube::kSecrets, kNs, kSecret)
+      .value()["metadata"]["annotations"]
+      .value(key, std::string());
+}
+
 // A rolling update that adds --dns-name: the leader is an old replica that issues for its
-// own flags. The new replica serves the pair as it is (no target calls the name) and says
-// which name it awaits; once it leads, it issues the name from the same CA.
-TEST(ReconcilePass, AFollowerWhoseFlagsAddANameServesThePairTheLeaderIssued) {
+// own flags. The new replica asks for the name in the Secret and waits, not ready; the
+// leader issues its own names and the requested one from the same CA; then the new replica
+// serves it.
+TEST(ReconcilePass, AFollowerWhoseFlagsAddANameAsksTheLeaderForItAndWaits) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  TempDir new_dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  const std::string ca = Data(api, "ca.crt");
+  const std::string leaf = Data(api, "tls.crt");
+  PassConfig added = Config(new_dir.path());
+  added.secret.identity.extra_dns_names = {"hook.example.com"};
+  api.ClearRequests();
+
+  const auto asking = Reconcile(api, added, Role::kFollower, clock);
+  ASSERT_TRUE(asking) << asking.error().message();
+  EXPECT_FALSE(asking->ready);
+  EXPECT_THAT(asking->not_ready, HasSubstr("waiting for the leader to issue hook.example.com"));
+  EXPECT_EQ(asking->next_step_at, clock.Now() + controller::kNameRequestGrace);
+  EXPECT_EQ(api.WriteCount(), 1);
+  EXPECT_EQ(Annotation(api, "certctl.io/requested-names"), "hook.example.com");
+  EXPECT_EQ(Data(api, "tls.crt"), leaf);
+  api.ClearRequests();
+  ASSERT_TRUE(Reconcile(api, added, Role::kFollower, clock));
+  EXPECT_EQ(api.WriteCount(), 0) << "asked once";
+
+  const auto leader = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(leader && leader->ready) << (leader ? leader->not_ready : "");
+  EXPECT_THAT(LeafNames(api), ::testing::Contains("hook.example.com"));
+  EXPECT_EQ(LeafNames(api).front(), "hook." + std::string(kNs) + ".svc") << "its own name first";
+  EXPECT_EQ(Data(api, "ca.crt"), ca);
+
+  const auto served = Reconcile(api, added, Role::kFollower, clock);
+  ASSERT_TRUE(served) << served.error().message();
+  EXPECT_TRUE(served->ready) << served->not_ready;
+  EXPECT_TRUE(served->names_awaited.empty());
+  EXPECT_EQ(certdir::ReadServingFiles(new_dir.path()).value().value().tls_crt,
+            Data(api, "tls.crt"));
+  api.ClearRequests();
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  EXPECT_EQ(api.WriteCount(), 0) << "the leader's own flags are still covered";
+}
+
+// A leader that does not read requests (an older certctl) never issues the name: past the
+// grace the new replica serves the pair as it is (no target calls the name), saying which
+// name it awaits; once it leads, it issues the name from the same CA.
+TEST(ReconcilePass, AFollowerWhoseRequestGoesUnansweredServesThePairTheLeaderIssued) {
   FakeClient api;
   FakeClock clock;
   TempDir dir;
@@ -246,6 +304,8 @@ TEST(ReconcilePass, AFollowerWhoseFlagsAddANameServesThePairTheLeaderIssued) {
   const std::string ca = Data(api, "ca.crt");
   PassConfig added = Config(new_dir.path());
   added.secret.identity.extra_dns_names = {"hook.example.com"};
+  ASSERT_FALSE(Reconcile(api, added, Role::kFollower, clock)->ready);
+  clock.Advance(controller::kNameRequestGrace);
   api.ClearRequests();
   const auto follower = Reconcile(api, added, Role::kFollower, clock);
   ASSERT_TRUE(follower) << follower.error().message();
@@ -254,7 +314,7 @@ TEST(ReconcilePass, AFollowerWhoseFlagsAddANameServesThePairTheLeaderIssued) {
   ASSERT_TRUE(follower->call_findings.has_value());
   EXPECT_TRUE(follower->call_findings->empty());
   EXPECT_THAT(follower->names_awaited, HasSubstr("\"hook.example.com\""));
-  EXPECT_THAT(follower->names_awaited, HasSubstr("the leader issues for its own flags"));
+  EXPECT_THAT(follower->names_awaited, HasSubstr("the leader has not issued them"));
   EXPECT_EQ(certdir::ReadServingFiles(new_dir.path()).value().value().tls_crt,
             Data(api, "tls.crt"));
   EXPECT_EQ(api.WriteCount(), 0);
@@ -263,8 +323,7 @@ TEST(ReconcilePass, AFollowerWhoseFlagsAddANameServesThePairTheLeaderIssued) {
   ASSERT_TRUE(leading) << leading.error().message();
   EXPECT_TRUE(leading->ready) << leading->not_ready;
   EXPECT_TRUE(leading->names_awaited.empty());
-  EXPECT_THAT(pki::Certificate::FromPem(Data(api, "tls.crt")).value().Info().dns_names,
-              ::testing::Contains("hook.example.com"));
+  EXPECT_THAT(LeafNames(api), ::testing::Contains("hook.example.com"));
   EXPECT_EQ(Data(api, "ca.crt"), ca);
 
   // A name a target calls is not served before it is issued: that is a call finding.
@@ -273,10 +332,43 @@ TEST(ReconcilePass, AFollowerWhoseFlagsAddANameServesThePairTheLeaderIssued) {
               "hook", {testing::WebhookEntry("a.hook.io", kNs).Service(kNs, "renamed")}));
   PassConfig renamed = Config(new_dir.path());
   renamed.secret.identity.service = "renamed";
+  ASSERT_FALSE(Reconcile(api, renamed, Role::kFollower, clock)->ready);
+  clock.Advance(controller::kNameRequestGrace);
   const auto waiting = Reconcile(api, renamed, Role::kFollower, clock);
   ASSERT_TRUE(waiting && waiting->call_findings.has_value());
   ASSERT_EQ(waiting->call_findings->size(), 1u);
   EXPECT_EQ((*waiting->call_findings)[0].code, FindingCode::kTargetNameNotCovered);
+}
+
+// A request is honoured for an hour, names that cannot be issued left out and told; after
+// that the leader issues for its own flags alone again.
+TEST(ReconcilePass, TheLeaderHonoursARequestForAnHourAndLeavesOutWhatCannotBeIssued) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  secret["metadata"]["annotations"]["certctl.io/requested-names"] =
+      "new.example.com, not a name, 10.0.0.7";
+  secret["metadata"]["annotations"]["certctl.io/names-requested-at"] = FormatRfc3339(clock.Now());
+  api.Put(kube::kSecrets, secret);
+  const auto honoured = Reconcile(api, Config(dir.path()), Role::kLeader, clock);
+  ASSERT_TRUE(honoured && honoured->ready) << (honoured ? honoured->not_ready : "");
+  const pki::CertificateInfo info = pki::Certificate::FromPem(Data(api, "tls.crt")).value().Info();
+  EXPECT_THAT(info.dns_names, ::testing::Contains("new.example.com"));
+  EXPECT_THAT(info.ip_addresses, ::testing::ElementsAre("10.0.0.7"));
+  ASSERT_EQ(honoured->rotation_problems.size(), 1u);
+  EXPECT_EQ(honoured->rotation_problems[0].annotation, "certctl.io/requested-names");
+  EXPECT_THAT(honoured->rotation_problems[0].message, HasSubstr("\"not a name\""));
+
+  // Past the hour the next issue (here a damaged tls.crt) names the flags' own alone.
+  clock.Advance(controller::kNameRequestLifetime + 1s);
+  secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  secret["data"]["tls.crt"] = Base64Encode("garbage");
+  api.Put(kube::kSecrets, secret);
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  EXPECT_THAT(LeafNames(api), ::testing::Not(::testing::Contains("new.example.com")));
 }
 
 // What `certctl rotate --ca` leaves on the Secret for the controller.
