@@ -43,6 +43,7 @@ NS = "infra"
 RELEASE = "hook"
 SECRET = "webhook-server-cert"
 SERVICE, RENAMED = "hook", "hook-v2"
+DEPLOYMENT = SERVICE  # the chart keeps the Deployment's name when the Service is renamed
 CERTCTL_USER = f"system:serviceaccount:{NS}:{RELEASE}-certctl"  # the chart's service account
 FLOW_CONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 VWC, MWC = "hook", "hook-mutating"
@@ -271,7 +272,7 @@ class SoakCluster:
         if self.phase == "job":
             pod = self.volume_pod
             return pod is not None and pod.is_ready and _read(pod.folder, "tls.crt") == leaf
-        deployment = self.informers["deployments"].get(self.service)
+        deployment = self.informers["deployments"].get(DEPLOYMENT)
         if deployment is None:
             return False
         live = self.pods.live()

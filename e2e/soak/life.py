@@ -12,12 +12,11 @@ import time
 
 from harness.faults import read_only_folder
 from soak.apiserver import fingerprints
-from soak.cluster import (ADMISSION, CERTCTL_USER, CHART, MWC, NS, PHASE, RELEASE, RENAMED,
-                          SECRET,
-                          SETTLE_BOUND, UNTIL, VWC, WEBHOOK_PRE_STOP, SoakCluster, SoakError,
-                          not_after)
+from soak.cluster import (ADMISSION, CERTCTL_USER, CHART, DEPLOYMENT, MWC, NS, PHASE, RELEASE,
+                          RENAMED, SECRET, SERVICE, SETTLE_BOUND, UNTIL, VWC, WEBHOOK_PRE_STOP,
+                          SoakCluster, SoakError, not_after)
 from soak.ledger import Event
-from soak.workloads import ENDPOINTS_LAG, VolumePod
+from soak.workloads import ENDPOINTS_LAG, VolumePod, template_hash_of
 
 CONTROLS = {
     "two-ca-bundle": "a CA rotation replaces CA, server certificate and every caBundle at once "
@@ -88,7 +87,7 @@ class Soak(SoakCluster):
     def scale(self, replicas):
         def action(event):
             self.replicas = replicas
-            self.kubectl("scale", "deployment", self.service, "-n", NS,
+            self.kubectl("scale", "deployment", DEPLOYMENT, "-n", NS,
                          f"--replicas={replicas}")
             self.wait(lambda: len(self.pods.ready_pods()) == replicas and all(
                 not p.terminating for p in self.pods.pods.values()), f"{replicas} ready pods")
@@ -204,14 +203,31 @@ class Soak(SoakCluster):
             time.sleep(3.0)
 
     def rename(self, event):
-        """An upgrade renames the Service; the targets are changed to call the new name."""
+        """An upgrade renames the Service; once the rollout is complete (what `helm upgrade
+        --wait` or `kubectl rollout status` waits for) the targets are pointed at the new
+        name, and the next upgrade removes the old Service. The chart keeps the Deployment
+        (its pods roll) and the old Service while a target calls it; a new pod is ready once
+        the old leader issued the new name beside the old one."""
+        deployments = self.informers["deployments"]
+        before = template_hash_of(deployments.get(DEPLOYMENT))
         self.service = RENAMED
         self.helm("upgrade", RELEASE, CHART, "--namespace", NS, values=self.values("sidecar"))
+        self.wait(lambda: template_hash_of(deployments.get(DEPLOYMENT)) != before
+                  and self.pods.rolled_out(deployments.get(DEPLOYMENT)), "the rollout")
         for kind, name in (("validatingwebhookconfiguration", VWC),
                            ("mutatingwebhookconfiguration", MWC)):
             self.kubectl("patch", kind, name, "--type=json", "-p", json.dumps([
                 {"op": "replace", "path": "/webhooks/0/clientConfig/service/name",
                  "value": RENAMED}]))
+        # The API servers call the old name until their caches hold the targets' new one.
+        self.wait(lambda: self.called_hosts() == {f"{RENAMED}.{NS}.svc"},
+                  "the API server's cache to hold the new name")
+        self.helm("upgrade", RELEASE, CHART, "--namespace", NS, values=self.values("sidecar"))
+        services = json.loads(self.kubectl("get", "services", "-n", NS, "-o", "json").stdout)
+        names = sorted(s["metadata"]["name"] for s in services["items"])
+        if SERVICE in names:
+            raise SoakError(f"the old Service outlived the targets' move: {names}")
+        event.notes.append(f"Services after: {', '.join(names)}")
 
     def life(self):
         """The events in order: (name, what, action, allowed causes with the reason)."""
@@ -219,8 +235,6 @@ class Soak(SoakCluster):
                    "no-endpoints": "installing: no webhook pod yet"}
         fight = {"unknown-authority": "another writer replaced the caBundle; certctl puts "
                                       "it back"}
-        rename = {"no-endpoints": "the renamed Service has no ready pod until the "
-                                  "certificate names it"}
         return [
             ("install", "helm install in mode job: hook Jobs create the Secret and inject",
              self.install_with_hooks, install),
@@ -243,7 +257,7 @@ class Soak(SoakCluster):
              self.folder_read_only, {}),
             ("ca-expiry", "the CA nears its end: certctl rotates it", self.ca_expiry, {}),
             ("rename", "helm upgrade renames the Service; the targets call the new name",
-             self.rename, rename),
+             self.rename, {}),
         ]
 
     def run(self):

@@ -81,6 +81,12 @@ def _probe(host, port, path, https=False, timeout=1.0):
         conn.close()
 
 
+
+def template_hash_of(deployment):
+    """The pod template's fingerprint: pods of an older template are a rollout's old ones."""
+    return hashlib.sha256(json.dumps(deployment["spec"]["template"],
+                                     sort_keys=True).encode()).hexdigest()
+
 class Container:
     """One container of a pod: its process, its probes, its readiness."""
 
@@ -240,6 +246,14 @@ class Deployments(Background):
                 pod.sidecar.sample()
                 os.killpg(pod.sidecar.process.proc.pid, signal.SIGKILL)
 
+    def rolled_out(self, deployment):
+        """What `kubectl rollout status` waits for: as many pods as desired, every one from
+        the current template and ready, none of an older one left."""
+        desired = int(deployment["spec"].get("replicas", 1))
+        current = template_hash_of(deployment)
+        live = self.live(deployment["metadata"]["name"])
+        return len(live) == desired and all(p.template_hash == current and p.ready for p in live)
+
     def live(self, owner=None):
         with self._lock:
             return [p for p in self.pods.values()
@@ -322,8 +336,7 @@ class Deployments(Background):
 
     def _reconcile_one(self, deployment, live):
         desired = int(deployment["spec"].get("replicas", 1))
-        template_hash = hashlib.sha256(json.dumps(deployment["spec"]["template"],
-                                                  sort_keys=True).encode()).hexdigest()
+        template_hash = template_hash_of(deployment)
         new = [p for p in live if p.template_hash == template_hash]
         old = [p for p in live if p.template_hash != template_hash]
         surge = -(-desired * 25 // 100) if desired else 0

@@ -235,10 +235,11 @@ def chart_release(tmp_path, name, digest, adds_the_pause=True):
 
 
 def documented_upgrade_flags():
-    """The flags of docs/upgrade.md's `helm upgrade my-webhook <chart> -n my-system ...`."""
+    """The flags of docs/upgrade.md's `helm upgrade my-webhook <chart> -n my-system ...`, in
+    its section "With Helm"."""
     with open(os.path.join(REPO, "docs", "upgrade.md"), encoding="utf-8") as f:
-        (flags,) = re.findall(r"(?m)^helm upgrade my-webhook <chart> -n my-system (.+)$",
-                              f.read())
+        section = f.read().split("\n## With Helm\n", 1)[1].split("\n## ", 1)[0]
+    (flags,) = re.findall(r"(?m)^helm upgrade my-webhook <chart> -n my-system (.+)$", section)
     return shlex.split(flags)
 
 
@@ -283,3 +284,51 @@ def test_the_documented_upgrade_takes_the_new_charts_image_and_defaults(cluster,
     run_helm("rollback", RELEASE, "1")
     run_helm("upgrade", RELEASE, new, "--reuse-values")
     assert deployed() == (2, f"ghcr.io/certctl/certctl@{old_digest}", None)
+
+
+@pytest.mark.backends("emulator", "real")
+def test_a_rename_keeps_the_deployment_and_the_service_a_target_calls(cluster, tmp_path):
+    """`helm upgrade` with a new webhook.service: the Deployment keeps its name and its
+    selector (which cannot change), so its pods roll instead of all going at once, and the
+    old Service stays, selecting the same pods, while a target calls it. The upgrade after
+    the last target moved removes it."""
+    cluster.kubectl("create", "namespace", NS)
+    kinds = ("validatingwebhookconfiguration", "mutatingwebhookconfiguration")
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(
+            webhook_configuration(kind, "hook", ["a.hook.io"])))
+    values = {"mode": "sidecar", "webhook": {"service": "hook"},
+              "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"]},
+              "sidecar": {"webhook": {"image": {"repository": "registry.example/hook",
+                                                "tag": "1.0"}}}}
+
+    def objects(kind):
+        items = json.loads(cluster.kubectl("get", kind, "-n", NS, "-o", "json").stdout)["items"]
+        return {item["metadata"]["name"]: item for item in items}
+
+    helm(cluster, tmp_path, "install", RELEASE, CHART, values_doc=values)
+    (deployment,) = objects("deployments").values()
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert deployment["metadata"]["name"] == "hook"
+
+    values["webhook"]["service"] = "renamed"
+    upgrade = helm(cluster, tmp_path, "upgrade", RELEASE, CHART, values_doc=values)
+    assert list(objects("deployments")) == ["hook"]
+    (deployment,) = objects("deployments").values()
+    assert deployment["spec"]["selector"]["matchLabels"] == selector
+    args = next(c for c in deployment["spec"]["template"]["spec"]["initContainers"]
+                if c["name"] == "certctl")["args"]
+    assert args[args.index("--service") + 1] == "renamed"
+    services = objects("services")
+    assert sorted(services) == ["hook", "renamed"]
+    assert all(s["spec"]["selector"] == selector for s in services.values())
+    assert f"Service {NS}/hook is kept" in upgrade.stdout
+
+    for kind in kinds:
+        cluster.kubectl("patch", kind, "hook", "--type=json", "-p", json.dumps([
+            {"op": "replace", "path": "/webhooks/0/clientConfig/service/name",
+             "value": "renamed"}]))
+        helm(cluster, tmp_path, "upgrade", RELEASE, CHART, values_doc=values)
+        expected = ["renamed"] if kind == kinds[-1] else ["hook", "renamed"]
+        assert sorted(objects("services")) == expected, f"after {kind} moved"
+    assert list(objects("deployments")) == ["hook"]

@@ -75,8 +75,8 @@ struct PassReport {
   // When the next pass is due without a change to trigger it: a CA rotation's next step, the
   // end of a wait for requested names.
   std::optional<TimePoint> next_step_at;
-  bool folder_written = false;            // the folder got a new set
-  std::vector<std::string> patched;       // targets whose caBundle was repaired
+  bool folder_written = false;       // the folder got a new set
+  std::vector<std::string> patched;  // targets whose caBundle was repaired
   std::vector<controller::ObjectReference> patched_references;  // the same, for Events
   // Objects left unrepaired for now (PassConfig::hold_back, secret_hold_back): "kind/name".
   std::vector<std::string> held_back;

@@ -34,9 +34,94 @@ is the user's application, named after its Service, not after certctl: a selecto
 `app.kubernetes.io/name=certctl` finds certctl's own objects (RBAC, Jobs, monitoring) only.
 */}}
 {{- define "certctl.webhookSelectorLabels" -}}
-app.kubernetes.io/name: {{ .Values.webhook.service | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "certctl.webhookAppName" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: webhook
+{{- end -}}
+
+{{/*
+The webhook's Deployment that this release already has in the cluster, as JSON, or {}: the
+Deployment keeps its name and selector (which cannot change) when webhook.service is
+renamed, so that a rename rolls its pods instead of replacing them all at once. Found by
+`lookup`, which sees nothing under `helm template` or a client-side dry run: there, and on
+a first install, they follow webhook.service.
+*/}}
+{{- define "certctl.existingWebhookDeployment" -}}
+{{- $found := dict -}}
+{{- if .Values.sidecar.createDeployment -}}
+{{- $list := lookup "apps/v1" "Deployment" (include "certctl.webhookNamespace" .) "" -}}
+{{- range ($list.items | default list) -}}
+{{- $annotations := .metadata.annotations | default dict -}}
+{{- $labels := .metadata.labels | default dict -}}
+{{- if and (eq (get $annotations "meta.helm.sh/release-name") $.Release.Name) (eq (get $annotations "meta.helm.sh/release-namespace") $.Release.Namespace) (eq (get $labels "app.kubernetes.io/component") "webhook") -}}
+{{- $found = . -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $found -}}
+{{- end -}}
+
+{{/* The name of the webhook's Deployment, PodDisruptionBudget and NetworkPolicy. */}}
+{{- define "certctl.webhookWorkloadName" -}}
+{{- $existing := include "certctl.existingWebhookDeployment" . | fromJson -}}
+{{- dig "metadata" "name" .Values.webhook.service $existing -}}
+{{- end -}}
+
+{{/* app.kubernetes.io/name of the webhook's pods, part of the Deployment's selector. */}}
+{{- define "certctl.webhookAppName" -}}
+{{- $existing := include "certctl.existingWebhookDeployment" . | fromJson -}}
+{{- $default := .Values.webhook.service | trunc 63 | trimSuffix "-" -}}
+{{- dig "spec" "selector" "matchLabels" "app.kubernetes.io/name" $default $existing -}}
+{{- end -}}
+
+{{/*
+The release's webhook Services other than webhook.service that a target still calls, as a
+JSON list of names: a rename keeps the old Service (same port, same pods) until no target
+calls it, so calls go on while the targets are pointed at the new name; the next upgrade
+after that removes it. Only named targets are looked at (a webhookSelector's are unknown);
+like the Deployment's, found by `lookup`.
+*/}}
+{{- define "certctl.calledFormerServices" -}}
+{{- $ns := include "certctl.webhookNamespace" . -}}
+{{- $called := list -}}
+{{- $t := .Values.targets -}}
+{{- $entries := list -}}
+{{- range $t.validatingWebhooks -}}
+{{- $entries = concat $entries (dig "webhooks" list (lookup "admissionregistration.k8s.io/v1" "ValidatingWebhookConfiguration" "" .)) -}}
+{{- end -}}
+{{- range $t.mutatingWebhooks -}}
+{{- $entries = concat $entries (dig "webhooks" list (lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" .)) -}}
+{{- end -}}
+{{- range $entries -}}
+{{- $service := dig "clientConfig" "service" dict . -}}
+{{- if eq (dig "namespace" "" $service) $ns -}}
+{{- $called = append $called (dig "name" "" $service) -}}
+{{- end -}}
+{{- end -}}
+{{- range $t.crds -}}
+{{- $service := dig "spec" "conversion" "webhook" "clientConfig" "service" dict (lookup "apiextensions.k8s.io/v1" "CustomResourceDefinition" "" .) -}}
+{{- if eq (dig "namespace" "" $service) $ns -}}
+{{- $called = append $called (dig "name" "" $service) -}}
+{{- end -}}
+{{- end -}}
+{{- range $t.apiServices -}}
+{{- $service := dig "spec" "service" dict (lookup "apiregistration.k8s.io/v1" "APIService" "" .) -}}
+{{- if eq (dig "namespace" "" $service) $ns -}}
+{{- $called = append $called (dig "name" "" $service) -}}
+{{- end -}}
+{{- end -}}
+{{- $kept := list -}}
+{{- if .Values.sidecar.createDeployment -}}
+{{- $list := lookup "v1" "Service" $ns "" -}}
+{{- range ($list.items | default list) -}}
+{{- $annotations := .metadata.annotations | default dict -}}
+{{- $labels := .metadata.labels | default dict -}}
+{{- if and (ne .metadata.name $.Values.webhook.service) (has .metadata.name $called) (eq (get $annotations "meta.helm.sh/release-name") $.Release.Name) (eq (get $annotations "meta.helm.sh/release-namespace") $.Release.Namespace) (eq (get $labels "app.kubernetes.io/component") "webhook") -}}
+{{- $kept = append $kept .metadata.name -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $kept -}}
 {{- end -}}
 
 {{/* Every label of the webhook's Deployment, pods and Service. */}}
