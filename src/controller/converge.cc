@@ -44,8 +44,10 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
                                const TargetSelection& targets, const ConvergeOptions& options,
                                const Clock& clock) {
   const KnownBundles known_bundles = [&] { return BundlesOfTargets(client, targets); };
-  auto outcome = options.ensure_secret ? EnsureSecret(client, spec, clock, known_bundles)
-                                       : Stored(client, spec, clock);
+  const CalledHosts called_hosts = [&] { return CalledHostsOfTargets(client, targets); };
+  auto outcome = options.ensure_secret
+                     ? EnsureSecret(client, spec, clock, known_bundles, {}, called_hosts)
+                     : Stored(client, spec, clock);
   if (!outcome) {
     return Fail(outcome.error());
   }
@@ -55,7 +57,7 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (options.ensure_secret && outcome->action == SecretAction::kAdopted) {
     // Adopting only labels the Secret; what the now managed Secret needs (a CA of its own
     // when it came without ca.key) is the next look's.
-    outcome = EnsureSecret(client, spec, clock, known_bundles);
+    outcome = EnsureSecret(client, spec, clock, known_bundles, {}, called_hosts);
     if (!outcome) {
       return Fail(outcome.error());
     }
@@ -112,7 +114,7 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
                   "them; the leaf stays with the previous CA");
     }
   }
-  auto moved = MoveLeafToNewCa(client, spec, outcome->ca_bundle, clock);
+  auto moved = MoveLeafToNewCa(client, spec, outcome->ca_bundle, clock, called_hosts);
   if (!moved) {
     return Fail(moved.error());
   }

@@ -127,7 +127,8 @@ Result<SecretSpec> SpecWithRequestedNames(const SecretSpec& spec, const Json& se
 
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
                                    const KnownBundles& known_bundles,
-                                   const SecretHoldBack& hold_back) {
+                                   const SecretHoldBack& hold_back,
+                                   const CalledHosts& called_hosts) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
   const pki::ValidationPolicy policy = PolicyFor(spec);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
@@ -211,7 +212,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       }
       effective = std::move(*with_requests);
     }
-    const pki::ValidationPolicy effective_policy = PolicyFor(effective);
+    pki::ValidationPolicy effective_policy = PolicyFor(effective);
     pki::ValidationReport validation = pki::Validate(pair.source, effective_policy, now);
 
     if (!pair.managed && !adopting) {
@@ -267,6 +268,22 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       auto plan = PlanManaged(effective, pair, validation, *rotation, now);
       if (!plan) {
         return Fail(plan.error());
+      }
+      // A new leaf keeps the stored one's names that a target still calls: planned again with
+      // them. Only when a leaf is issued, so that the steady state reads no target.
+      if (called_hosts && validation.leaf && plan->action != SecretAction::kNone &&
+          plan->pem.tls_crt != pair.source.cert_pem.value_or("")) {
+        pki::ServiceIdentity keeping =
+            WithNamesStillCalled(effective.identity, *validation.leaf, called_hosts());
+        if (keeping.extra_dns_names != effective.identity.extra_dns_names ||
+            keeping.ip_addresses != effective.identity.ip_addresses) {
+          effective.identity = std::move(keeping);
+          effective_policy = PolicyFor(effective);
+          plan = PlanManaged(effective, pair, validation, *rotation, now);
+          if (!plan) {
+            return Fail(plan.error());
+          }
+        }
       }
       std::string repair = DescribeRepair(pruned, judged.problems);
       if (recovered) {
@@ -334,7 +351,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
 }
 
 Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& spec,
-                                      const std::string& trusted_bundle, const Clock& clock) {
+                                      const std::string& trusted_bundle, const Clock& clock,
+                                      const CalledHosts& called_hosts) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     const TimePoint now = clock.Now();
@@ -382,7 +400,14 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
       outcome.rotation = *rotation;
       return outcome;
     }
-    auto leaf = IssueLeafPem(*effective, *stored_ca, now);
+    SecretSpec issuing = *effective;
+    if (called_hosts && source.cert_pem) {
+      if (auto stored_leaf = pki::Certificate::FromPem(*source.cert_pem); stored_leaf) {
+        issuing.identity =
+            WithNamesStillCalled(issuing.identity, stored_leaf->Info(), called_hosts());
+      }
+    }
+    auto leaf = IssueLeafPem(issuing, *stored_ca, now);
     if (!leaf) {
       return Fail(leaf.error());
     }

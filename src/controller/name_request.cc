@@ -102,6 +102,47 @@ pki::ServiceIdentity WithRequestedNames(pki::ServiceIdentity identity, const Nam
   return identity;
 }
 
+pki::ServiceIdentity WithNamesStillCalled(pki::ServiceIdentity identity,
+                                          const pki::CertificateInfo& stored_leaf,
+                                          const std::vector<std::string>& called_hosts) {
+  std::vector<std::string> kept;
+  for (const std::string& host : called_hosts) {
+    if (!pki::SansCoverHost(stored_leaf.dns_names, stored_leaf.ip_addresses, host)) {
+      continue;
+    }
+    kept.push_back(host);
+    // A Service's name goes with its other forms, as --service issues them, where the stored
+    // leaf has them: a replica still running with the old --service finds all of its own.
+    const std::string_view svc_suffix = ".svc";
+    if (host.size() > svc_suffix.size() && host.ends_with(svc_suffix)) {
+      const std::string_view service_and_ns =
+          std::string_view(host).substr(0, host.size() - svc_suffix.size());
+      const std::size_t dot = service_and_ns.find('.');
+      if (dot != std::string_view::npos && service_and_ns.find('.', dot + 1) == std::string::npos) {
+        pki::ServiceIdentity service;
+        service.service = std::string(service_and_ns.substr(0, dot));
+        service.namespace_name = std::string(service_and_ns.substr(dot + 1));
+        service.cluster_domain = identity.cluster_domain;
+        for (std::string& form : pki::RequiredDnsNames(service)) {
+          if (Contains(stored_leaf.dns_names, form)) {
+            kept.push_back(std::move(form));
+          }
+        }
+      }
+    }
+  }
+  for (std::string& name : kept) {
+    const bool required =
+        pki::SansCoverHost(pki::RequiredDnsNames(identity), identity.ip_addresses, name);
+    std::vector<std::string>& names =
+        IsIpAddress(name) ? identity.ip_addresses : identity.extra_dns_names;
+    if (!required && !Contains(names, name)) {
+      names.push_back(std::move(name));
+    }
+  }
+  return identity;
+}
+
 std::vector<std::string> NamesNotCovered(const pki::ServiceIdentity& identity,
                                          const pki::CertificateInfo& leaf) {
   std::vector<std::string> missing;

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <set>
 
+#include "certctl/inject/called_names.h"
 #include "certctl/kube/object.h"
 
 namespace certctl::controller {
@@ -190,6 +191,25 @@ std::vector<KnownBundle> BundlesOfTargets(kube::Client& client, const TargetSele
     }
   }
   return bundles;
+}
+
+std::vector<std::string> CalledHostsOfTargets(kube::Client& client,
+                                              const TargetSelection& selection) {
+  std::vector<std::string> hosts;
+  auto resolved = ResolveTargets(client, selection);
+  if (!resolved) {
+    return hosts;
+  }
+  for (const TargetObject& target : resolved->found) {
+    for (const inject::CalledEndpoint& endpoint :
+         inject::ReadCalledEndpoints(target.kind, target.object)) {
+      if (!endpoint.host.empty() && endpoint.verified &&
+          std::find(hosts.begin(), hosts.end(), endpoint.host) == hosts.end()) {
+        hosts.push_back(endpoint.host);
+      }
+    }
+  }
+  return hosts;
 }
 
 }  // namespace certctl::controller

@@ -151,10 +151,13 @@ Result<PassReport> FailedAfterWrites(PassReport report, const Error& error) {
 
 Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, const Clock& clock) {
   PassReport report;
+  const controller::CalledHosts called_hosts = [&] {
+    return controller::CalledHostsOfTargets(client, config.targets);
+  };
   auto secret = controller::EnsureSecret(
       client, config.secret, clock,
-      [&] { return controller::BundlesOfTargets(client, config.targets); },
-      config.secret_hold_back);
+      [&] { return controller::BundlesOfTargets(client, config.targets); }, config.secret_hold_back,
+      called_hosts);
   if (!secret) {
     return Fail(secret.error());
   }
@@ -213,7 +216,8 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
       report.injected = true;
       return report;
     }
-    auto moved = controller::MoveLeafToNewCa(client, config.secret, secret->ca_bundle, clock);
+    auto moved =
+        controller::MoveLeafToNewCa(client, config.secret, secret->ca_bundle, clock, called_hosts);
     if (!moved) {
       return FailedAfterWrites(std::move(report), moved.error());
     }

@@ -61,9 +61,10 @@ def sidecars(cluster, certctl_binary, tmp_path):
     started is stopped (SIGTERM, then SIGKILL after 5 s) when the test ends."""
     started = []
 
-    def start(name="a", *args, user=USER, targets=("--validating-webhook", "hook")):
+    def start(name="a", *args, user=USER, targets=("--validating-webhook", "hook"),
+              service="hook"):
         sidecar = Sidecar(certctl_binary, cluster, str(tmp_path), name, user,
-                          [*targets, *args])
+                          [*targets, *args], service=service)
         started.append(sidecar)
         return sidecar.start()
 
@@ -618,6 +619,31 @@ def test_a_rolling_update_that_adds_a_name_completes(hook, sidecars):
     wait_ready(new)
     assert secret_data(hook)["tls.crt"] == issued, "the new leader had nothing to issue"
     assert new.readyz()[0] == 200
+
+
+@pytest.mark.backends("emulator", "real")
+def test_a_rename_without_leader_election_keeps_the_called_name_and_does_not_fight(hook,
+                                                                                   sidecars):
+    """The chart's rolling update of one replica (no leader election) after webhook.service
+    was renamed: the new pod leads with --service renamed while the old one still runs and
+    the target calls hook. The new leaf names renamed and keeps every form of hook, which
+    the target calls, so the old pod finds its names covered and writes nothing: no fight,
+    and every call still verifies."""
+    old = sidecars("old")
+    wait_ready(old)
+    ca = secret_data(hook)["ca.crt"]
+    new = sidecars("new", service="renamed")
+    wait_ready(new)
+    names = leaf_dns_names(hook)
+    assert names[0] == f"renamed.{NS}.svc", names
+    assert {HOST, "hook", f"hook.{NS}", f"hook.{NS}.svc.cluster.local"} <= set(names), names
+    assert secret_data(hook)["ca.crt"] == ca and holds(hook, ca)
+    wait_for(lambda: folder(old)["tls.crt"] == secret_data(hook)["tls.crt"],
+             "the old pod to serve the new leaf", bound=BOUND, watch=[old])
+    wait_ready(old)
+    for sidecar, writes in ((old, 1), (new, 1)):  # the old one created it, the new re-issued
+        values, _ = samples(sidecar.metrics()[0])
+        assert sample(values, "certctl_writes_total", kind="secret") == writes, sidecar.name
 
 
 def test_api_faults_are_ridden_out_without_replacing_the_secret(hook, sidecars):

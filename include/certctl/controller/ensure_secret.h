@@ -81,6 +81,12 @@ struct KnownBundle {
 // Read only when ca.crt holds no certificate of ca.key's (the steady state reads nothing).
 using KnownBundles = std::function<std::vector<KnownBundle>()>;
 
+// The names the targets call now (CalledHostsOfTargets): a name the stored leaf has and a
+// target still calls stays in a re-issued leaf, though no flag names it (after a rename, the
+// old Service's name until the targets are pointed at the new one). Read only when a new
+// leaf is issued.
+using CalledHosts = std::function<std::vector<std::string>()>;
+
 // Asked with the Secret as read before any write to it but its creation and an adoption:
 // true holds the write back (another writer keeps undoing certctl's, see loop/damping.h).
 using SecretHoldBack = std::function<bool(const kube::Json& secret_as_read)>;
@@ -102,21 +108,25 @@ using SecretHoldBack = std::function<bool(const kube::Json& secret_as_read)>;
 //    in the trusting phase is left for the caller to continue (MoveLeafToNewCa once every
 //    target trusts outcome.ca_bundle), one in the overlapping phase gets step 3 when due;
 //  - external: never written; kFailedPrecondition listing the findings when invalid;
-//  - a write `hold_back` holds: nothing written, outcome.held_back set.
+//  - a write `hold_back` holds: nothing written, outcome.held_back set;
+//  - a leaf issued for a managed Secret names, beyond `spec`'s names, those a follower asked
+//    for (name_request.h) and those of the stored leaf that `called_hosts` still calls.
 // A Secret of another type, or an external one without tls.crt/tls.key, is
 // kFailedPrecondition naming it; nothing is written. Every write is a whole-object update
 // carrying the resourceVersion read, so a concurrent writer makes it start over from a fresh
 // read (kConflict) instead of losing either change.
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
                                    const KnownBundles& known_bundles = {},
-                                   const SecretHoldBack& hold_back = {});
+                                   const SecretHoldBack& hold_back = {},
+                                   const CalledHosts& called_hosts = {});
 
 // Rotation step 2: the leaf is re-issued from the new CA. Call it only once every target
 // holds `trusted_bundle` (outcome.ca_bundle of the phase "trusting"); when the Secret no
 // longer holds that bundle in that phase (another writer went on, or started over), nothing
 // is written and the outcome describes what is stored.
 Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& spec,
-                                      const std::string& trusted_bundle, const Clock& clock);
+                                      const std::string& trusted_bundle, const Clock& clock,
+                                      const CalledHosts& called_hosts = {});
 
 // The policy the leaf must satisfy for `spec`.
 pki::ValidationPolicy PolicyFor(const SecretSpec& spec);

@@ -56,6 +56,14 @@ Result<NameRequestReading> ReadNameRequest(const nlohmann::json& secret, const s
 // `identity` with the requested names it does not already require added after its own.
 pki::ServiceIdentity WithRequestedNames(pki::ServiceIdentity identity, const NameRequest& request);
 
+// `identity` with each of `called_hosts` that `stored_leaf` covers and `identity` does not
+// added after its own, and for a Service's name `S.N.svc` the other forms --service gives
+// (`S`, `S.N`, `S.N.svc.<domain>`) that the stored leaf has: a name in use stays in the next
+// leaf, and a replica still running with the old --service finds every name it requires.
+pki::ServiceIdentity WithNamesStillCalled(pki::ServiceIdentity identity,
+                                          const pki::CertificateInfo& stored_leaf,
+                                          const std::vector<std::string>& called_hosts);
+
 // The names `identity` requires (DNS names in contract order, then IP addresses) that `leaf`
 // does not cover, as the API server's host check would judge them.
 std::vector<std::string> NamesNotCovered(const pki::ServiceIdentity& identity,

@@ -63,4 +63,10 @@ Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelecti
 // left out: this only ever saves a CA, it decides nothing else.
 std::vector<KnownBundle> BundlesOfTargets(kube::Client& client, const TargetSelection& selection);
 
+// The names the API server verifies when it calls the selected targets now (webhook entries,
+// conversion webhooks, APIServices), without repeats. As with the bundles, what cannot be
+// read is left out.
+std::vector<std::string> CalledHostsOfTargets(kube::Client& client,
+                                              const TargetSelection& selection);
+
 }  // namespace certctl::controller

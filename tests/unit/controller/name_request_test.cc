@@ -92,6 +92,24 @@ TEST(NameRequest, RequestedNamesFollowTheFlagsOwnWithoutRepeats) {
   EXPECT_EQ(pki::RequiredDnsNames(wider).front(), "hook.ns.svc");
 }
 
+TEST(NameRequest, ANameStillCalledStaysWithItsServicesOtherForms) {
+  pki::ServiceIdentity identity;
+  identity.service = "renamed";
+  identity.namespace_name = "ns";
+  pki::CertificateInfo stored;
+  stored.dns_names = {"hook.ns.svc",     "hook",
+                      "hook.ns",         "hook.ns.svc.cluster.local",
+                      "api.example.com", "gone.example.com"};
+  stored.ip_addresses = {"10.0.0.1"};
+  const pki::ServiceIdentity kept = WithNamesStillCalled(
+      identity, stored,
+      {"hook.ns.svc", "api.example.com", "10.0.0.1", "renamed.ns.svc", "other.ns.svc"});
+  EXPECT_THAT(kept.extra_dns_names, ElementsAre("hook.ns.svc", "hook", "hook.ns",
+                                                "hook.ns.svc.cluster.local", "api.example.com"));
+  EXPECT_THAT(kept.ip_addresses, ElementsAre("10.0.0.1"));
+  EXPECT_EQ(pki::RequiredDnsNames(kept).front(), "renamed.ns.svc");
+}
+
 TEST(NameRequest, NamesNotCoveredAreJudgedAsTheApiServerMatchesHosts) {
   pki::ServiceIdentity identity;
   identity.service = "hook";

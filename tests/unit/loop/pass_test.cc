@@ -371,6 +371,43 @@ TEST(ReconcilePass, TheLeaderHonoursARequestForAnHourAndLeavesOutWhatCannotBeIss
   EXPECT_THAT(LeafNames(api), ::testing::Not(::testing::Contains("new.example.com")));
 }
 
+// A rename with no leader election (the chart's default with one replica): the new pod leads
+// with the new name while the old one still runs and the targets call the old name. Its
+// leaf keeps the Service the targets call, so the old pod finds its own names covered and
+// writes nothing (no fight), and calls go on. Once no target calls it, the next new leaf
+// leaves it out.
+TEST(ReconcilePass, ANewLeafKeepsTheNamesTheTargetsStillCall) {
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  TempDir new_dir;
+  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  const std::string ca = Data(api, "ca.crt");
+  const std::string old_name = "hook." + std::string(kNs) + ".svc";
+  PassConfig renamed = Config(new_dir.path());
+  renamed.secret.identity.service = "renamed";
+
+  const auto issued = Reconcile(api, renamed, Role::kLeader, clock);
+  ASSERT_TRUE(issued && issued->ready) << (issued ? issued->not_ready : "");
+  EXPECT_EQ(LeafNames(api).front(), "renamed." + std::string(kNs) + ".svc");
+  EXPECT_THAT(LeafNames(api), ::testing::Contains(old_name));
+  EXPECT_THAT(LeafNames(api), ::testing::Contains("hook")) << "the Service's every form";
+  EXPECT_EQ(Data(api, "ca.crt"), ca);
+  api.ClearRequests();
+  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+  EXPECT_EQ(api.WriteCount(), 0) << "the old pod's name is still there";
+
+  api.Put(kube::kValidatingWebhookConfigurations,
+          testing::WebhookConfiguration(
+              "hook", {testing::WebhookEntry("a.hook.io", kNs).Service(kNs, "renamed")}));
+  Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
+  secret["data"]["tls.crt"] = Base64Encode("garbage");
+  api.Put(kube::kSecrets, secret);
+  ASSERT_TRUE(Reconcile(api, renamed, Role::kLeader, clock));
+  EXPECT_THAT(LeafNames(api), ::testing::Not(::testing::Contains(old_name)));
+}
+
 // What `certctl rotate --ca` leaves on the Secret for the controller.
 void RequestCaRotation(FakeClient& api) {
   Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
