@@ -245,22 +245,30 @@ std::string Annotation(const FakeClient& api, const std::string& key) {
       .value(key, std::string());
 }
 
-// A rolling update that adds --dns-name: the leader is an old replica that issues for its
-// own flags. The new replica asks for the name in the Secret and waits, not ready; the
-// leader issues its own names and the requested one from the same CA; then the new replica
-// serves it.
-TEST(ReconcilePass, AFollowerWhoseFlagsAddANameAsksTheLeaderForItAndWaits) {
+// A rolling update that adds --dns-name hook.example.com: the Secret as the old replica, the
+// leader, issued it, and the new replica's configuration.
+class RollingUpdate : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+    ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+    ca = Data(api, "ca.crt");
+    added.secret.identity.extra_dns_names = {"hook.example.com"};
+    api.ClearRequests();
+  }
+
   FakeClient api;
   FakeClock clock;
   TempDir dir;
   TempDir new_dir;
-  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
-  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
-  const std::string ca = Data(api, "ca.crt");
-  const std::string leaf = Data(api, "tls.crt");
+  std::string ca;
   PassConfig added = Config(new_dir.path());
-  added.secret.identity.extra_dns_names = {"hook.example.com"};
-  api.ClearRequests();
+};
+
+// The new replica asks for the name in the Secret and waits, not ready; the leader issues
+// its own names and the requested one from the same CA; then the new replica serves it.
+TEST_F(RollingUpdate, AFollowerWhoseFlagsAddANameAsksTheLeaderForItAndWaits) {
+  const std::string leaf = Data(api, "tls.crt");
 
   const auto asking = Reconcile(api, added, Role::kFollower, clock);
   ASSERT_TRUE(asking) << asking.error().message();
@@ -294,16 +302,7 @@ TEST(ReconcilePass, AFollowerWhoseFlagsAddANameAsksTheLeaderForItAndWaits) {
 // A leader that does not read requests (an older certctl) never issues the name: past the
 // grace the new replica serves the pair as it is (no target calls the name), saying which
 // name it awaits; once it leads, it issues the name from the same CA.
-TEST(ReconcilePass, AFollowerWhoseRequestGoesUnansweredServesThePairTheLeaderIssued) {
-  FakeClient api;
-  FakeClock clock;
-  TempDir dir;
-  TempDir new_dir;
-  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
-  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
-  const std::string ca = Data(api, "ca.crt");
-  PassConfig added = Config(new_dir.path());
-  added.secret.identity.extra_dns_names = {"hook.example.com"};
+TEST_F(RollingUpdate, AFollowerWhoseRequestGoesUnansweredServesThePairTheLeaderIssued) {
   ASSERT_FALSE(Reconcile(api, added, Role::kFollower, clock)->ready);
   clock.Advance(controller::kNameRequestGrace);
   api.ClearRequests();
