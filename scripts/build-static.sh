@@ -191,7 +191,7 @@ fetch() {
 }
 
 # libcurl: HTTP(S) only. Every option that would pull in another library is off; the
-# threaded resolver uses the C library's getaddrinfo (see README.md, "The image", on name
+# threaded resolver uses the C library's getaddrinfo (see docs/development.md, "The image", on name
 # resolution in a static executable).
 curl_options=(
   -DCMAKE_BUILD_TYPE=Release

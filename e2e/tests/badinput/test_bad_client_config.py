@@ -5,7 +5,7 @@ fragment, query parameters or no host, a service without name or namespace, port
 no namespace. The API server refuses to store any of them (the first test shows the emulator
 does too), so harness/hostile.py serves them, as only a corrupting proxy would.
 
-README (check, job, run): such an entry is finding `target-invalid` on the target, its
+docs/usage.md (check, job, run): such an entry is finding `target-invalid` on the target, its
 message naming the field to fix. check reports it (exit 1) and writes nothing; job injects
 the caBundle all the same (a JSON patch of caBundle fields only), then exits 1 with one line,
 `certctl job: the CA bundle is injected, but the API server cannot call every target: ...`;

@@ -137,7 +137,7 @@ def test_run_on_a_bad_secret(stage, generated, case):
 # --- rotation annotations certctl does not act on as they stand ------------------------------
 
 # id -> (Secret from the generated one, texts the warning and check's finding name). The pair
-# is valid: certctl ignores the value (README "Bad rotation state"), check reports it, and job
+# is valid: certctl ignores the value (docs/rotation.md, "Bad rotation state"), check reports it, and job
 # and run write the Secret back without it, keeping its certificates.
 ROTATION_SHAPES = {
     "rotation-phase-unknown": (

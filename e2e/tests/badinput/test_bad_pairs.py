@@ -7,7 +7,7 @@ signatures and keys of another pair.
 
 For every case:
 - `certctl check` exits 1 and prints one line per finding, each naming the Secret's key at
-  fault (`secret/infra/webhook-server-cert[tls.key]`) and its code (README, check), or 0
+  fault (`secret/infra/webhook-server-cert[tls.key]`) and its code (docs/usage.md, check), or 0
   when the pair is in fact valid (the positive controls: covering wildcards, IPs, A-labels);
 - `certctl job` on the Secret as another tool left it (no certctl label) exits 1 with one
   line naming the Secret and each key at fault, and writes nothing (docs/secret.md:

@@ -38,7 +38,7 @@ def apply(cluster, *objects):
 
 
 def generate_secret(cluster, certctl_binary, service="hook"):
-    """Puts a generated pair into the Secret the way the README shows; returns the PEMs."""
+    """Puts a generated pair into the Secret the way docs/usage.md shows; returns the PEMs."""
     manifest = run_certctl(certctl_binary, "generate", "--service", service, "-n", NS,
                            "-o", "secret-json", "--log-level", "off")
     assert manifest.returncode == 0, manifest.stderr

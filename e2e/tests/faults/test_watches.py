@@ -3,7 +3,7 @@
 - Every open watch is ended once a second for 15 s, cleanly (the terminating chunk, as an API
   server restart or a load balancer's idle timeout does) or abruptly (the connection reset).
   A caBundle blanked meanwhile must still be repaired within a few seconds: while a watch is
-  down, whether its last attempt failed or ended at once, the loop polls (README: a pass
+  down, whether its last attempt failed or ended at once, the loop polls (docs/usage.md: a pass
   every 5 seconds).
 - The history is compacted, so a watch resuming from its last resourceVersion gets 410 Gone:
   certctl lists again (once more after a 410 on that list too), watches from the new
@@ -21,7 +21,7 @@ from harness.faults import (logged_at, pending_faults, requests_of, successful_w
 DROPPING = 15.0
 BLANK_FROM = 10.0     # the blank follows the first drop from then on that ends a watch ...
 BLANK_BY = 14.0       # ... or this one, whatever happens
-POLL_PERIOD = 5.0      # README: while a watch is failing, a pass runs every 5 seconds
+POLL_PERIOD = 5.0      # docs/usage.md: while a watch is failing, a pass runs every 5 seconds
 REPAIR_WHILE_BLIND = POLL_PERIOD + 1.5   # one poll period plus the pass itself
 
 
@@ -72,7 +72,7 @@ def test_watches_dropped_every_second_still_repair_within_seconds(scene, monitor
     print("\n".join(map(str, timeline)))
     assert repaired_in <= REPAIR_WHILE_BLIND, (
         f"a caBundle blanked while the watches kept being dropped stayed blank for "
-        f"{repaired_in:.1f}s (README: a pass every 5 s while a watch is down)", timeline)
+        f"{repaired_in:.1f}s (docs/usage.md: a pass every 5 s while a watch is down)", timeline)
 
     # No reconnection storm: each watch comes back at most about once per drop.
     watches = [e for e in during if e["verb"] in ("watch", "list") and logged_at(e) <= until]
