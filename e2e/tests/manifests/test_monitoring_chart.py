@@ -125,7 +125,8 @@ def test_everything_is_off_by_default(helm):
         "namespace": "", "additionalLabels": {}, "podSelector": {}, "interval": "30s",
         "scrapeTimeout": "10s", "podMonitor": {"enabled": False},
         "serviceMonitor": {"enabled": False},
-        "prometheusRule": {"enabled": False, "expiryDays": 14, "alertLabels": {}, "alerts": {}}}
+        "prometheusRule": {"enabled": False, "expiryDays": 14, "criticalExpiryDays": 3,
+                           "runbookUrl": "", "alertLabels": {}, "alerts": {}}}
     assert values["sidecar"]["podDisruptionBudget"] == {
         "enabled": None, "maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow"}
     assert values["sidecar"]["networkPolicy"] == {
@@ -231,19 +232,46 @@ def test_monitors_for_a_deployment_of_another_chart(helm):
 # --- offline: the PrometheusRule and the rule file ---------------------------------------------
 
 
+ABSENT = "absent(certctl_ready)"
+
+
+def in_namespace(rules, namespace=NS):
+    """The rule file's rules as the chart renders them by default: the absent() alert asks for
+    the webhook's namespace only."""
+    rules = copy.deepcopy(rules)
+    absent = rules["WebhookCertificateMetricsAbsent"]
+    assert absent["expr"] == ABSENT
+    absent["expr"] = f'absent(certctl_ready{{namespace="{namespace}"}})'
+    return rules
+
+
 def test_prometheus_rule_is_the_rule_file(helm):
     values = merged(MINIMAL, monitoring={"prometheusRule": {"enabled": True}})
     _, objects = template(helm, values)
     rule = one(objects, "PrometheusRule")
     assert rule["apiVersion"] == "monitoring.coreos.com/v1"
-    assert rule["spec"] == rule_file()
-    assert len(rules_by_alert(rule["spec"]["groups"])) == 7
+    assert rules_by_alert(rule["spec"]["groups"]) == in_namespace(
+        rules_by_alert(rule_file()["groups"]))
+    assert len(rules_by_alert(rule["spec"]["groups"])) == 9
+    for alert in rules_by_alert(rule["spec"]["groups"]).values():
+        assert alert["annotations"]["runbook_url"].endswith("/docs/monitoring.md#the-alerts")
+
+
+def test_the_runbook_url_and_the_critical_step_follow_their_values(helm):
+    values = merged(MINIMAL, monitoring={"prometheusRule": {
+        "enabled": True, "runbookUrl": "https://wiki.example/certctl", "criticalExpiryDays": 5}})
+    _, objects = template(helm, values)
+    rules = rules_by_alert(one(objects, "PrometheusRule")["spec"]["groups"])
+    assert {r["annotations"]["runbook_url"] for r in rules.values()} == {
+        "https://wiki.example/certctl"}
+    critical = rules["WebhookCertificateExpiresCritical"]["expr"]
+    assert "< 5 * 86400" in critical and "< 3 * 86400" not in critical
 
 
 def test_prometheus_rule_values_change_only_what_they_name(helm, tmp_path):
     _, objects = template(helm, FULL)
     groups = one(objects, "PrometheusRule")["spec"]["groups"]
-    got, want = rules_by_alert(groups), rules_by_alert(rule_file()["groups"])
+    got, want = rules_by_alert(groups), in_namespace(rules_by_alert(rule_file()["groups"]))
     assert "WebhookCertificateNoLeader" not in got
     expiry = got["WebhookCertificateExpiresSoon"]["expr"]
     assert expiry.count("< 7 * 86400") == 1 and "14" not in expiry
@@ -267,7 +295,7 @@ def test_prometheus_rule_values_change_only_what_they_name(helm, tmp_path):
     check = subprocess.run([find_tool("promtool"), "check", "rules", str(rendered)],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 6 rules found" in check.stdout
+    assert "SUCCESS: 8 rules found" in check.stdout
 
 
 def test_promtool_checks_the_rule_file_and_its_unit_tests_pass():
@@ -275,7 +303,7 @@ def test_promtool_checks_the_rule_file_and_its_unit_tests_pass():
     check = subprocess.run([promtool, "check", "rules", RULE_FILE], capture_output=True,
                            text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 7 rules found" in check.stdout
+    assert "SUCCESS: 9 rules found" in check.stdout
     test = subprocess.run([promtool, "test", "rules", ALERTS_TEST], capture_output=True,
                           text=True, timeout=120, cwd=HERE)
     assert test.returncode == 0, test.stdout + test.stderr
@@ -413,6 +441,10 @@ REFUSED = [
     (merged(MINIMAL, certificate={"renewBefore": "7d"},
             monitoring={"prometheusRule": {"enabled": True}}),
      "monitoring.prometheusRule.expiryDays (14) must be below certificate.renewBefore (7d)"),
+    (merged(MINIMAL, monitoring={"prometheusRule": {"enabled": True, "expiryDays": 7,
+                                                    "criticalExpiryDays": 7}}),
+     "monitoring.prometheusRule.criticalExpiryDays (7) must be below "
+     "monitoring.prometheusRule.expiryDays (7)"),
     (merged(MINIMAL, sidecar={"createDeployment": False,
                               "podDisruptionBudget": {"enabled": True}}),
      "sidecar.podDisruptionBudget.enabled needs sidecar.createDeployment"),
@@ -425,7 +457,8 @@ REFUSED = [
     "rule-in-job", "podmonitor-in-job", "servicemonitor-in-job", "pdb-in-job",
     "netpol-in-job", "both-monitors", "monitor-without-pods", "interval-zero",
     "timeout-above-interval", "netpol-shuts-out-prometheus", "unknown-alert",
-    "expiry-at-renewal", "expiry-above-renewal", "pdb-without-pods", "netpol-without-pods"])
+    "expiry-at-renewal", "expiry-above-renewal", "critical-not-below-warning",
+    "pdb-without-pods", "netpol-without-pods"])
 def test_combinations_that_cannot_work_fail_lint_and_template(helm, values, message):
     lint = helm.run("lint", CHART, values=values)
     assert lint.returncode != 0, lint.stdout
@@ -442,6 +475,8 @@ def test_combinations_that_cannot_work_fail_lint_and_template(helm, values, mess
     ({"monitoring": {"podMonitor": {"enabled": "yes"}}}, "monitoring.podMonitor.enabled"),
     ({"monitoring": {"additionalLabels": {"release": 1}}}, "monitoring.additionalLabels"),
     ({"monitoring": {"prometheusRule": {"expiryDays": 0}}}, "expiryDays"),
+    ({"monitoring": {"prometheusRule": {"criticalExpiryDays": 0}}}, "criticalExpiryDays"),
+    ({"monitoring": {"prometheusRule": {"runbookUrl": "wiki page"}}}, "runbookUrl"),
     ({"monitoring": {"prometheusRule": {"alerts": {"WebhookCertificateNotReady": {
         "for": "soon"}}}}}, "for"),
     ({"monitoring": {"prometheusRule": {"alerts": {"WebhookCertificateNotReady": {

@@ -74,9 +74,10 @@ h, d, w, y (365d); values.schema.json has checked the syntax.
 
 {{/*
 The alerting rule groups of files/alerts.yaml as YAML (`groups: [...]`), with the values of
-monitoring.prometheusRule applied: expiryDays as the threshold of
-WebhookCertificateExpiresSoon, alertLabels on every alert, and per alert its `for`, its
-severity or its removal. The file stays the one source of the rules; nothing else in them
+monitoring.prometheusRule applied: expiryDays and criticalExpiryDays as the thresholds of
+WebhookCertificateExpiresSoon and WebhookCertificateExpiresCritical, the webhook's namespace
+as the selector of WebhookCertificateMetricsAbsent, runbookUrl on every alert, alertLabels on
+every alert, and per alert its `for`, its severity or its removal. The file stays the one source of the rules; nothing else in them
 changes.
 */}}
 {{- define "certctl.alertGroups" -}}
@@ -85,6 +86,10 @@ changes.
 {{- if hasKey $file "Error" -}}
 {{- fail (printf "certctl: files/alerts.yaml: %s" $file.Error) -}}
 {{- end -}}
+{{- $substitutions := dict
+  "WebhookCertificateExpiresSoon" (list "< 14 * 86400" (printf "< %d * 86400" (int $r.expiryDays)) "monitoring.prometheusRule.expiryDays")
+  "WebhookCertificateExpiresCritical" (list "< 3 * 86400" (printf "< %d * 86400" (int $r.criticalExpiryDays)) "monitoring.prometheusRule.criticalExpiryDays")
+  "WebhookCertificateMetricsAbsent" (list "absent(certctl_ready)" (printf "absent(certctl_ready{namespace=%q})" (include "certctl.webhookNamespace" .)) "the webhook's namespace") -}}
 {{- $groups := list -}}
 {{- range $group := $file.groups -}}
 {{- $rules := list -}}
@@ -92,12 +97,14 @@ changes.
 {{- $override := index $r.alerts $rule.alert | default dict -}}
 {{- if not (and (hasKey $override "enabled") (not $override.enabled)) -}}
 {{- $rule = deepCopy $rule -}}
-{{- if eq $rule.alert "WebhookCertificateExpiresSoon" -}}
-{{- $threshold := "< 14 * 86400" -}}
-{{- if not (contains $threshold $rule.expr) -}}
-{{- fail (printf "certctl: files/alerts.yaml: the expression of WebhookCertificateExpiresSoon no longer contains %q, where monitoring.prometheusRule.expiryDays goes" $threshold) -}}
+{{- with index $substitutions $rule.alert -}}
+{{- if not (contains (index . 0) $rule.expr) -}}
+{{- fail (printf "certctl: files/alerts.yaml: the expression of %s no longer contains %q, where %s goes" $rule.alert (index . 0) (index . 2)) -}}
 {{- end -}}
-{{- $_ := set $rule "expr" (replace $threshold (printf "< %d * 86400" (int $r.expiryDays)) $rule.expr) -}}
+{{- $_ := set $rule "expr" (replace (index . 0) (index . 1) $rule.expr) -}}
+{{- end -}}
+{{- with $r.runbookUrl -}}
+{{- $_ := set $rule "annotations" (merge (dict "runbook_url" .) (omit $rule.annotations "runbook_url")) -}}
 {{- end -}}
 {{- if hasKey $override "for" -}}
 {{- $_ := set $rule "for" $override.for -}}
@@ -175,6 +182,8 @@ certctl: {{ first $monitors }} with sidecar.networkPolicy.enabled needs sidecar.
 certctl: monitoring.prometheusRule.alerts names {{ join ", " $unknownAlerts }}, which files/alerts.yaml does not have; the alerts are {{ join ", " $names }}
 {{- else if and $m.prometheusRule.enabled (ge (mul (int $m.prometheusRule.expiryDays) 86400) $renewBefore) -}}
 certctl: monitoring.prometheusRule.expiryDays ({{ $m.prometheusRule.expiryDays }}) must be below certificate.renewBefore ({{ default "30d" .Values.certificate.renewBefore }}): certctl renews only then, so the alert would fire before every renewal
+{{- else if and $m.prometheusRule.enabled (ge (int $m.prometheusRule.criticalExpiryDays) (int $m.prometheusRule.expiryDays)) -}}
+certctl: monitoring.prometheusRule.criticalExpiryDays ({{ $m.prometheusRule.criticalExpiryDays }}) must be below monitoring.prometheusRule.expiryDays ({{ $m.prometheusRule.expiryDays }}): the critical alert is the later step
 {{- else if and $pdbRequested (not $s.createDeployment) -}}
 certctl: sidecar.podDisruptionBudget.enabled needs sidecar.createDeployment: the chart renders no pods of its own; give your Deployment its own PodDisruptionBudget
 {{- else if and $np.enabled (not $s.createDeployment) -}}
