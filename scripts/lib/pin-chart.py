@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Pins a copy of the chart to a release (scripts/release.sh): the chart's version and
-appVersion, and in values.yaml the image's repository and digest.
+appVersion, the image Artifact Hub lists, and in values.yaml the image's repository and
+digest.
 
 The files are edited line by line, not loaded and dumped, so the comments that document
 every value (`helm show values`) stay as they are.
@@ -37,6 +38,9 @@ def main():
     text = replace_one(text, r"^version: .*$", f"version: {args.version}", "Chart.yaml version")
     text = replace_one(text, r"^appVersion: .*$", f'appVersion: "{args.version}"',
                        "Chart.yaml appVersion")
+    # Artifact Hub lists (and scans) the image the chart installs.
+    text = replace_one(text, r"^      image: .*$", f"      image: {args.repository}@{args.digest}",
+                       "Chart.yaml artifacthub.io/images")
     with open(chart_yaml, "w") as f:
         f.write(text)
 
@@ -61,6 +65,8 @@ def main():
     assert values["image"]["repository"] == args.repository, values["image"]
     assert values["image"]["digest"] == args.digest, values["image"]
     assert str(chart["version"]) == args.version and str(chart["appVersion"]) == args.version
+    images = yaml.safe_load(chart["annotations"]["artifacthub.io/images"])
+    assert images == [{"name": "certctl", "image": f"{args.repository}@{args.digest}"}], images
 
 
 if __name__ == "__main__":

@@ -128,6 +128,11 @@ def test_the_chart_pins_the_index_by_digest(dist):
     assert chart["version"] == version and chart["appVersion"] == version
     assert values["image"]["digest"] == digest
     assert values["image"]["repository"].endswith("/certctl")
+    # Artifact Hub lists the same image, and finds the chart's home and sources.
+    images = yaml.safe_load(chart["annotations"]["artifacthub.io/images"])
+    assert images == [{"name": "certctl",
+                       "image": f"{values['image']['repository']}@{digest}"}], images
+    assert chart["home"] and chart["sources"] and chart["icon"] and chart["maintainers"]
 
 
 def test_each_executable_has_an_sbom_naming_it_and_licence_texts(dist):
