@@ -14,6 +14,7 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from harness.certctl import api_service, crd, service_with_endpoints, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
@@ -201,6 +202,24 @@ def test_helm_install_sidecar_mode_then_uninstall(cluster, tmp_path, certctl_bin
     refused = [e for e in cluster.request_log()["requests"]
                if e["user"] == SERVICE_ACCOUNT and e["code"] == 403]
     assert refused == []
+
+    # `helm test`'s pod: `certctl check` as certctl's service account, with the release's
+    # names and targets, run as a kubelet would run it; it passes on what the sidecar made.
+    hooks = subprocess.run([find_helm(), "get", "hooks", RELEASE, "--namespace", NS],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert hooks.returncode == 0, hooks.stderr
+    (test_pod,) = [doc for doc in yaml.safe_load_all(hooks.stdout)
+                   if doc and doc["metadata"].get("annotations", {}).get("helm.sh/hook") ==
+                   "test"]
+    assert test_pod["kind"] == "Pod" and test_pod["spec"]["restartPolicy"] == "Never"
+    check = pod_container(cluster, test_pod["spec"], "check", NS, {"certctl": certctl_binary},
+                          str(tmp_path / "test-pod"))
+    assert check.user == SERVICE_ACCOUNT and check.argv[1] == "check"
+    ran = subprocess.run(check.argv, env=dict(os.environ, **check.env), capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.startswith("ok: secret infra/webhook-server-cert") and \
+        "2 caBundle(s) up to date, every name they call covered" in ran.stdout, ran.stdout
 
     # --keep-history: purging the release record is a DELETE with a protobuf
     # DeleteOptions body, which the emulator cannot decode yet.

@@ -316,7 +316,7 @@ def test_the_secret_phase_does_not_wait_for_a_target_the_upgrade_creates(hook, c
 @pytest.mark.backends("emulator", "real")
 def test_a_job_waiting_for_a_target_says_so_before_its_deadline(hook, certctl_binary):
     """A Helm hook that waits for a target is not silent until it gives up: it names what it
-    waits for at once (and every 15 s), then fails naming it."""
+    waits for at once (and every 10 s), then fails naming it."""
     hook.add_user("system:serviceaccount:infra:certctl", emulator_rules("job", SECRET, NS, {
         "validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook", "hook-v2"],
         "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]}))

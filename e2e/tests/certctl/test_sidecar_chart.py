@@ -221,6 +221,38 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
                                          "protocol": "TCP"}]
 
 
+def test_helm_test_runs_certctl_check_with_the_releases_names_in_mode_sidecar(helm,
+                                                                              certctl_binary):
+    values = merged(MINIMAL, certificate={"extraDnsNames": ["hook.example.com"]},
+                    targets={"mutatingWebhooks": ["hook-m"]})
+    proc = helm.run("template", RELEASE, CHART, "--namespace", NS, values=values, tests=True)
+    assert proc.returncode == 0, proc.stderr
+    (pod,) = [doc for doc in yaml.safe_load_all(proc.stdout) if doc and doc["kind"] == "Pod"]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is True
+    assert spec["serviceAccountName"] == f"{RELEASE}-certctl"
+    (container,) = spec["containers"]
+    assert container["image"] == "ghcr.io/certctl/certctl:0.2.0"
+    args = container["args"]
+    assert args[0] == "check"
+    flags = dict(zip(args[1::2], args[2::2]))
+    assert flags["-n"] == NS and flags["--secret"] == SECRET and flags["--service"] == "hook"
+    assert flags["--dns-name"] == "hook.example.com"
+    assert flags["--validating-webhook"] == "hook" and flags["--mutating-webhook"] == "hook-m"
+    # Every flag is one `certctl check` accepts (its own, or certctl's global ones).
+    known = "".join(subprocess.run([certctl_binary, *command, "--help"], capture_output=True,
+                                   text=True).stdout for command in ([], ["check"]))
+    for flag in args[1::2]:
+        assert re.search(rf"(^|\s){re.escape(flag)}[\s,]", known), flag
+
+    # Mode job: the service account is a hook, gone when `helm test` runs; off: none.
+    for off in (merged(values, mode="job"), merged(values, tests={"enabled": False})):
+        proc = helm.run("template", RELEASE, CHART, "--namespace", NS, values=off, tests=True)
+        assert proc.returncode == 0, proc.stderr
+        assert "kind: Pod" not in proc.stdout
+
+
 def test_certctl_runs_unprivileged(helm):
     _, objects = helm.template(MINIMAL)
     pod, certctl = pod_spec(objects), sidecar(objects)

@@ -23,7 +23,7 @@ struct InjectOptions {
   // Told when the wait for missing targets begins and every waiting_note_interval while it
   // lasts (a hook Job is otherwise silent until its deadline): one line naming them.
   std::function<void(const std::string& line)> on_waiting;
-  std::chrono::seconds waiting_note_interval{15};
+  std::chrono::seconds waiting_note_interval{10};
   // Inject what exists and list the rest in InjectOutcome::missing instead of waiting for it
   // (a pre-upgrade hook: targets the upgrade adds or renames exist only after it).
   bool leave_out_missing = false;

@@ -332,20 +332,20 @@ TEST(InjectBundle, TargetStillMissingAfterTheWaitIsNotFoundAndNothingIsWritten) 
   EXPECT_EQ(std::vector<Json>({cluster.Vwc(), cluster.CrdObject(), cluster.Api()}), before);
 }
 
-// A hook Job waiting for a target says so at once and every 15 s, not only at its deadline.
-TEST(InjectBundle, AWaitForMissingTargetsIsToldAtOnceAndThenEvery15Seconds) {
+// A hook Job waiting for a target says so at once and every 10 s, not only at its deadline.
+TEST(InjectBundle, AWaitForMissingTargetsIsToldAtOnceAndThenEvery10Seconds) {
   Cluster cluster;
   cluster.client.Remove(kMutatingWebhookConfigurations, "", kMwc);
-  InjectOptions options = Options(std::chrono::seconds(40));
+  InjectOptions options = Options(std::chrono::seconds(25));
   std::vector<std::string> lines;
   options.on_waiting = [&lines](const std::string& line) { lines.push_back(line); };
   auto outcome = InjectBundle(cluster.client, AllFour(), kBundle, options, cluster.clock);
   ASSERT_FALSE(outcome.has_value());
-  ASSERT_EQ(lines.size(), 3u);  // at 0 s, 15 s and 30 s of the 40
+  ASSERT_EQ(lines.size(), 3u);  // at 0 s, 10 s and 20 s of the 25
   EXPECT_EQ(lines[0],
-            "waiting for mutatingwebhookconfiguration/defaults to appear (0s so far, at most 40s)");
-  EXPECT_THAT(lines[1], HasSubstr("(15s so far, at most 40s)"));
-  EXPECT_THAT(lines[2], HasSubstr("(30s so far, at most 40s)"));
+            "waiting for mutatingwebhookconfiguration/defaults to appear (0s so far, at most 25s)");
+  EXPECT_THAT(lines[1], HasSubstr("(10s so far, at most 25s)"));
+  EXPECT_THAT(lines[2], HasSubstr("(20s so far, at most 25s)"));
 
   // Nothing to wait for: nothing told.
   lines.clear();

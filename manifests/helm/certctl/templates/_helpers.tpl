@@ -420,6 +420,40 @@ other argument templates, its output starts each item on a new line: include it 
 {{- end }}
 {{- end -}}
 
+{{/* `certctl check` of the release's Secret, names and targets (the `helm test` pod). */}}
+{{- define "certctl.checkArgs" -}}
+{{- $v := .Values -}}
+- check
+- -n
+- {{ include "certctl.webhookNamespace" . | quote }}
+- --secret
+- {{ $v.secretName | quote }}
+- --service
+- {{ $v.webhook.service | quote }}
+{{- range $v.certificate.extraDnsNames }}
+- --dns-name
+- {{ . | quote }}
+{{- end }}
+{{- range $v.certificate.ipAddresses }}
+- --ip
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.clusterDomain }}
+- --cluster-domain
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.renewBefore }}
+- --renew-before
+- {{ . | quote }}
+{{- end }}
+{{- with $v.certificate.caOverlap }}
+- --ca-overlap
+- {{ . | quote }}
+{{- end }}
+{{- include "certctl.targetArgs" . }}
+{{- include "certctl.logArgs" . }}
+{{- end -}}
+
 {{/* The target flags, shared by `certctl job --phase inject` and `certctl run`. */}}
 {{- define "certctl.targetArgs" -}}
 {{- $t := .Values.targets -}}
