@@ -245,8 +245,8 @@ std::string Annotation(const FakeClient& api, const std::string& key) {
       .value(key, std::string());
 }
 
-// A rolling update that adds --dns-name hook.example.com: the Secret as the old replica, the
-// leader, issued it, and the new replica's configuration.
+// A rolling update: the Secret as the old replica, the leader, issued it, and (for one that
+// adds --dns-name hook.example.com) the new replica's configuration.
 class RollingUpdate : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -341,12 +341,7 @@ TEST_F(RollingUpdate, AFollowerWhoseRequestGoesUnansweredServesThePairTheLeaderI
 
 // A request is honoured for an hour, names that cannot be issued left out and told; after
 // that the leader issues for its own flags alone again.
-TEST(ReconcilePass, TheLeaderHonoursARequestForAnHourAndLeavesOutWhatCannotBeIssued) {
-  FakeClient api;
-  FakeClock clock;
-  TempDir dir;
-  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
-  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+TEST_F(RollingUpdate, TheLeaderHonoursARequestForAnHourAndLeavesOutWhatCannotBeIssued) {
   Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
   secret["metadata"]["annotations"]["certctl.io/requested-names"] =
       "new.example.com, not a name, 10.0.0.7";
@@ -375,14 +370,7 @@ TEST(ReconcilePass, TheLeaderHonoursARequestForAnHourAndLeavesOutWhatCannotBeIss
 // leaf keeps the Service the targets call, so the old pod finds its own names covered and
 // writes nothing (no fight), and calls go on. Once no target calls it, the next new leaf
 // leaves it out.
-TEST(ReconcilePass, ANewLeafKeepsTheNamesTheTargetsStillCall) {
-  FakeClient api;
-  FakeClock clock;
-  TempDir dir;
-  TempDir new_dir;
-  api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
-  ASSERT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
-  const std::string ca = Data(api, "ca.crt");
+TEST_F(RollingUpdate, ANewLeafKeepsTheNamesTheTargetsStillCall) {
   const std::string old_name = "hook." + std::string(kNs) + ".svc";
   PassConfig renamed = Config(new_dir.path());
   renamed.secret.identity.service = "renamed";
