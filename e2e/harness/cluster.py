@@ -87,6 +87,14 @@ class WatchStream:
         self.close()
 
 
+def _replace_file(path, content):
+    """Write `path` by renaming a finished file over it, so no reader sees it half written."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(content)
+    os.replace(tmp, path)
+
+
 def node_address():
     """This machine's first non-loopback IPv4 address (what scripts/kube-up.sh writes to
     node-ip): an address EndpointSlice validation accepts, where webhook servers listen."""
@@ -150,10 +158,11 @@ class ClusterClient:
         path = os.path.join(self.tmp, "serviceaccounts", f"{user}-{namespace}")
         os.makedirs(path, exist_ok=True)
         # No trailing newline: the Python in-cluster loader does not trim the token.
+        # Each file is replaced whole: a process started from another thread may be reading it.
         for name, content in (("token", self._tokens[user]), ("namespace", namespace)):
-            with open(os.path.join(path, name), "w", encoding="utf-8") as f:
-                f.write(content)
-        shutil.copyfile(self.ca_path, os.path.join(path, "ca.crt"))
+            _replace_file(os.path.join(path, name), content)
+        with open(self.ca_path, encoding="utf-8") as f:
+            _replace_file(os.path.join(path, "ca.crt"), f.read())
         return path
 
     def in_cluster_env(self, user, namespace):
