@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Writes the generated reference pages: docs/commands.md from the binary's own --help,
-# docs/rbac.md from the chart's permission table, and the copy of the chart's alerting rules
-# in docs/monitoring.md, so none of them can drift from its source.
+# docs/rbac.md from the chart's permission table, the copy of the chart's alerting rules
+# in docs/monitoring.md, and the chart's README.md from README.md.gotmpl with the values
+# table helm-docs makes of the comments in values.yaml, so none of them can drift from its
+# source. helm-docs is built by scripts/install-go-tool.sh when it is not there yet.
 # With --check, exits 1 (and shows the difference) when a page is out of date.
 # Usage: scripts/gen-docs.sh [--check] [CERTCTL_BINARY]   (default: build/ci/certctl)
 set -euo pipefail
@@ -52,9 +54,26 @@ render_monitoring() {
     manifests/helm/certctl/files/alerts.yaml
 }
 
+# The values table in file order, as values.yaml groups them. A value without a `# --`
+# comment would get an empty description: that is an error naming it.
+render_chart() {
+  local page undocumented
+  scripts/install-go-tool.sh helm-docs
+  page=$(.tools/bin/helm-docs --chart-search-root manifests/helm/certctl --dry-run \
+    --sort-values-order file --log-level warning)
+  undocumented=$(sed -n 's/^| \([^ |]*\) | [^|]* | .* |  |$/\1/p' <<<"$page")
+  if [[ -n $undocumented ]]; then
+    echo "manifests/helm/certctl/values.yaml: no '# --' comment describes" $undocumented >&2
+    return 1
+  fi
+  printf '%s\n' "$page"
+}
+
+declare -A targets=([commands]=docs/commands.md [rbac]=docs/rbac.md
+  [monitoring]=docs/monitoring.md [chart]=manifests/helm/certctl/README.md)
 stale=0
-for page in commands rbac monitoring; do
-  target=docs/$page.md
+for page in commands rbac monitoring chart; do
+  target=${targets[$page]}
   if $check; then
     if ! diff -u "$target" <("render_$page"); then
       echo "$target is out of date: run scripts/gen-docs.sh" >&2

