@@ -4,8 +4,12 @@
 #   certctl-V.tgz      the chart -> oci://REGISTRY/charts/certctl, version V
 # First checks SHA256SUMS in the release folder, and that the chart pins REGISTRY/certctl at
 # the index's digest; after the push, that the registry serves the index, each image and the
-# chart byte for byte. Pushing the same release again changes nothing. Installs skopeo
-# (Debian) when it is missing, and Helm (scripts/install-helm.sh).
+# chart byte for byte. A signed release (one with cosign.pub) is signed in the registry
+# too: the image index and the chart, each by digest, with the key CERTCTL_SIGNING_KEY names
+# (its password in COSIGN_PASSWORD), which must be the one the release was built with; then
+# both signatures are verified with the release's cosign.pub. Pushing the same release again
+# changes nothing (a signature that verifies is not made again). Installs skopeo (Debian)
+# when it is missing, Helm (scripts/install-helm.sh) and cosign (scripts/install-go-tool.sh).
 #
 # Usage: scripts/publish.sh REGISTRY [DIST_DIR]
 #   REGISTRY   host[:port][/namespace], the one the release was built for
@@ -15,8 +19,12 @@
 # reached over TLS with your existing credentials: log in first with
 #   skopeo login HOST            (the image; podman login shares its credentials)
 #   helm registry login HOST     (the chart)
+#   .tools/bin/cosign login HOST (the signatures of a signed release; cosign also finds
+#                                skopeo's login through REGISTRY_AUTH_FILE)
 # Prints the image by digest, and the chart's reference and version.
 set -euo pipefail
+# A signing key's path is the caller's, before the script moves to the clone.
+[[ -z ${CERTCTL_SIGNING_KEY:-} ]] || CERTCTL_SIGNING_KEY=$(realpath -m -- "$CERTCTL_SIGNING_KEY")
 
 log() { echo "publish: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -94,19 +102,48 @@ fi
 [[ $chart_version == "$version" ]] ||
   die "the chart's version is $chart_version, the release's $version: build the release again"
 
+# A signed release: its SHA256SUMS signature holds, and the key at hand is its key.
+public_key=$dist/cosign.pub
+signed=false
+if [[ -f $public_key ]]; then
+  signed=true
+  scripts/install-go-tool.sh cosign
+  export PATH="$PWD/.tools/bin:$PATH"
+  cosign verify-blob --key "$public_key" --insecure-ignore-tlog=true \
+    --signature "$dist/SHA256SUMS.sig" "$dist/SHA256SUMS" >/dev/null 2>&1 ||
+    die "$dist/SHA256SUMS.sig does not verify with $public_key: build the release again"
+  [[ -n ${CERTCTL_SIGNING_KEY:-} ]] ||
+    die "the release in $dist is signed (cosign.pub): set CERTCTL_SIGNING_KEY to its key" \
+      "(and COSIGN_PASSWORD to the key's password) to sign what is pushed"
+  [[ -n ${COSIGN_PASSWORD+set} ]] ||
+    die "CERTCTL_SIGNING_KEY is set but COSIGN_PASSWORD is not (the key's password; empty for none)"
+  given=$(cosign public-key --key "$CERTCTL_SIGNING_KEY" 2>/dev/null) ||
+    die "CERTCTL_SIGNING_KEY: $CERTCTL_SIGNING_KEY is no cosign private key, or COSIGN_PASSWORD is wrong"
+  [[ $given == "$(<"$public_key")" ]] ||
+    die "CERTCTL_SIGNING_KEY ($CERTCTL_SIGNING_KEY) is not the key of the release in $dist" \
+      "(its cosign.pub)"
+elif [[ -n ${CERTCTL_SIGNING_KEY:-} ]]; then
+  die "the release in $dist is unsigned (no cosign.pub) but CERTCTL_SIGNING_KEY is set:" \
+    "build it with the key"
+fi
+
 # 2. Loopback registries have no TLS; every other one is TLS-verified, with the user's login.
 host=${registry%%/*}
 case $host in
   127.0.0.1 | 127.0.0.1:* | localhost | localhost:* | "[::1]" | "[::1]":*)
     skopeo_tls=(--tls-verify=false)
     skopeo_dest_tls=(--dest-tls-verify=false)
-    helm_tls=(--plain-http) ;;
+    helm_tls=(--plain-http)
+    cosign_tls=(--allow-http-registry) ;;
   *)
     skopeo_tls=()
     skopeo_dest_tls=()
-    helm_tls=() ;;
+    helm_tls=()
+    cosign_tls=() ;;
 esac
-login_hint="(for a registry that needs a login: skopeo login $host, helm registry login $host)"
+cosign_hint=
+$signed && cosign_hint=", .tools/bin/cosign login $host"
+login_hint="(for a registry that needs a login: skopeo login $host, helm registry login $host$cosign_hint)"
 
 # 3. The image index with both images, its digest unchanged.
 image=$registry/certctl
@@ -147,6 +184,31 @@ helm pull "${helm_tls[@]}" "oci://$registry/charts/certctl" --version "$version"
 cmp -s "$chart" "$pulled/certctl-$version.tgz" ||
   die "the chart served as oci://$registry/charts/certctl $version differs from $chart"
 
+# 5. A signed release: both signed by digest (no transparency log: the release's public key
+# is what verifies them), each once; then verified by tag, as a user does.
+verify() {
+  cosign verify --key "$public_key" --insecure-ignore-tlog=true "${cosign_tls[@]}" "$1" \
+    >/dev/null 2>&1
+}
+if $signed; then
+  chart_digest=sha256:$(raw_sha256 "$registry/charts/certctl:$version") ||
+    die "cannot read the chart's manifest back $login_hint"
+  for reference in "$image@$digest" "$registry/charts/certctl@$chart_digest"; do
+    verify "$reference" && continue
+    log "signing $reference"
+    cosign sign --yes --key "$CERTCTL_SIGNING_KEY" --tlog-upload=false "${cosign_tls[@]}" \
+      "$reference" >/dev/null 2>&1 || die "signing $reference failed $login_hint"
+  done
+  for reference in "$image:$version" "$registry/charts/certctl:$version"; do
+    verify "$reference" || die "the signature of $reference does not verify with $public_key"
+  done
+fi
+
 echo "image: $image@$digest (tag $version; ${platforms[*]})"
 echo "chart: oci://$registry/charts/certctl version $version"
 echo "install: helm install RELEASE oci://$registry/charts/certctl --version $version${helm_tls[*]/#/ }"
+if $signed; then
+  echo "verify: cosign verify --key cosign.pub --insecure-ignore-tlog=true${cosign_tls[*]/#/ } $image:$version"
+else
+  log "unsigned: the release has no cosign.pub (docs/release.md, Signing)"
+fi

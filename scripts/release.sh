@@ -10,10 +10,16 @@
 #   certctl-V.index-digest                         the index's digest (sha256:...)
 #   certctl-V.tgz                                  the Helm chart, its image pinned by digest
 #   certctl.krew.yaml                              krew plugin manifest for the archives
+#   cosign.pub                                     with CERTCTL_SIGNING_KEY: the public key
+#                                                  that signs the release
 #   SHA256SUMS                                     over every file above
+#   SHA256SUMS.sig                                 with CERTCTL_SIGNING_KEY: its signature
+#                                                  (cosign sign-blob)
 # The registry the chart pins and the download URL the krew manifest names come from
 # scripts/lib/release-settings.sh (CERTCTL_REGISTRY, CERTCTL_DOWNLOAD_URL); the release is
-# built for one registry, and scripts/publish.sh pushes it there.
+# built for one registry, and scripts/publish.sh pushes it there. CERTCTL_SIGNING_KEY (same
+# file) is the cosign key that signs it; scripts/publish.sh then signs the image index and
+# the chart in the registry with the same key.
 #
 # Usage: scripts/release.sh VERSION [--out DIR] [--reuse-builds]
 #   VERSION         e.g. 0.2.0 or 0.2.0-rc.1; the executables, images and chart carry it
@@ -21,6 +27,8 @@
 #   --reuse-builds  take build/static/certctl and build/static-arm64/certctl as they are
 #                   (they must already report VERSION) instead of building them
 set -euo pipefail
+# A signing key's path is the caller's, before the script moves to the clone.
+[[ -z ${CERTCTL_SIGNING_KEY:-} ]] || CERTCTL_SIGNING_KEY=$(realpath -m -- "$CERTCTL_SIGNING_KEY")
 cd "$(dirname "$0")/.."
 root=$PWD
 source scripts/lib/release-settings.sh
@@ -51,6 +59,12 @@ host_arch=$(dpkg --print-architecture)
 [[ $host_arch == amd64 ]] || die "releases are built on amd64 (this machine is $host_arch)"
 export PATH="$root/.tools/bin:$PATH"
 command -v helm >/dev/null || scripts/install-helm.sh >/dev/null
+if [[ -n $CERTCTL_SIGNING_KEY ]]; then
+  [[ -r $CERTCTL_SIGNING_KEY ]] || die "CERTCTL_SIGNING_KEY: cannot read $CERTCTL_SIGNING_KEY"
+  [[ -n ${COSIGN_PASSWORD+set} ]] ||
+    die "CERTCTL_SIGNING_KEY is set but COSIGN_PASSWORD is not (the key's password; empty for none)"
+  scripts/install-go-tool.sh cosign
+fi
 
 # Everything is dated at the commit, so a release of one commit is the same every time.
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
@@ -156,9 +170,27 @@ rendered=$(helm template lint "$out/certctl-$version.tgz" --set webhook.service=
 /usr/bin/python3 scripts/lib/krew-manifest.py --version "$version" \
   --url-base "$CERTCTL_DOWNLOAD_URL/v$version" --out "$out/certctl.krew.yaml" "${archives[@]}"
 
-# 7. Checksums over everything, checked.
+# 7. The public key of the signing key: what a user verifies the release with.
+if [[ -n $CERTCTL_SIGNING_KEY ]]; then
+  cosign public-key --key "$CERTCTL_SIGNING_KEY" --outfile "$out/cosign.pub" 2>/dev/null ||
+    die "CERTCTL_SIGNING_KEY: $CERTCTL_SIGNING_KEY is no cosign private key, or COSIGN_PASSWORD is wrong"
+fi
+
+# 8. Checksums over everything, checked; signed, and the signature checked.
 (cd "$out" && find . -type f ! -name SHA256SUMS -printf '%P\n' | LC_ALL=C sort |
   xargs -d '\n' sha256sum >SHA256SUMS && sha256sum --quiet -c SHA256SUMS)
+if [[ -n $CERTCTL_SIGNING_KEY ]]; then
+  # No transparency log: the release is verified with its public key alone.
+  cosign sign-blob --yes --key "$CERTCTL_SIGNING_KEY" --tlog-upload=false \
+    --output-signature "$out/SHA256SUMS.sig" "$out/SHA256SUMS" >/dev/null 2>&1 ||
+    die "cosign could not sign $out/SHA256SUMS"
+  cosign verify-blob --key "$out/cosign.pub" --insecure-ignore-tlog=true \
+    --signature "$out/SHA256SUMS.sig" "$out/SHA256SUMS" >/dev/null 2>&1 ||
+    die "the signature of $out/SHA256SUMS does not verify with $out/cosign.pub"
+  log "signed with $CERTCTL_SIGNING_KEY (public key cosign.pub)"
+else
+  log "unsigned: CERTCTL_SIGNING_KEY names no key (docs/release.md, Signing)"
+fi
 
 log "release $version for $CERTCTL_REGISTRY in $out ($((SECONDS - started))s):"
 (cd "$out" && find . -maxdepth 1 -type f -printf '  %P\n' | LC_ALL=C sort) >&2

@@ -53,7 +53,7 @@ install_tools() {
   "$(dirname "$0")/install-helm.sh"
   check_go
   # Go programs of the docs and the release, pinned in scripts/go-tools/.
-  "$(dirname "$0")/install-go-tool.sh" helm-docs
+  "$(dirname "$0")/install-go-tool.sh" helm-docs cosign
 }
 
 # Go is not installed here: Debian 12's golang-go (1.19) is too old for Kubernetes 1.37,

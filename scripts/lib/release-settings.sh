@@ -13,3 +13,8 @@ CERTCTL_SOURCE_URL=${CERTCTL_SOURCE_URL:-https://github.com/certctl/certctl}
 CERTCTL_DOWNLOAD_URL=${CERTCTL_DOWNLOAD_URL:-$CERTCTL_SOURCE_URL/releases/download}
 # The licence certctl is under (SPDX), for the image label and the SBOM.
 CERTCTL_LICENSE=Apache-2.0
+# The cosign private key that signs a release (a file from `cosign generate-key-pair`; its
+# password in COSIGN_PASSWORD). scripts/release.sh writes its public key into the release as
+# cosign.pub and signs SHA256SUMS; scripts/publish.sh signs the image index and the chart in
+# the registry with it. Empty: an unsigned release.
+CERTCTL_SIGNING_KEY=${CERTCTL_SIGNING_KEY:-}

@@ -15,6 +15,7 @@ import pytest
 
 from harness.helm import REPO
 from harness.registry import Registry
+from harness.signing import generate_key
 
 STATIC_BUILDS = {"amd64": os.path.join(REPO, "build", "static", "certctl"),
                  "arm64": os.path.join(REPO, "build", "static-arm64", "certctl")}
@@ -63,14 +64,22 @@ def registry(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def registry_release(static_version, registry, tmp_path_factory):
-    """scripts/release.sh run for the registry: CERTCTL_REGISTRY=127.0.0.1:PORT."""
+def signing_key(tmp_path_factory):
+    """The key the release is signed with."""
+    return generate_key(str(tmp_path_factory.mktemp("signing-key")), "release-password")
+
+
+@pytest.fixture(scope="module")
+def registry_release(static_version, registry, signing_key, tmp_path_factory):
+    """scripts/release.sh run for the registry (CERTCTL_REGISTRY=127.0.0.1:PORT), signed
+    with `signing_key`."""
     out = os.path.join(str(tmp_path_factory.mktemp("release")), "dist")
-    env = dict(os.environ, CERTCTL_REGISTRY=registry.host)
+    env = dict(os.environ, CERTCTL_REGISTRY=registry.host, **signing_key.env())
     proc = subprocess.run([RELEASE_SH, static_version, "--out", out, "--reuse-builds"],
                           cwd=REPO, env=env, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=RELEASE_BOUND)
     assert proc.returncode == 0, f"scripts/release.sh failed:\n{proc.stdout}{proc.stderr}"
+    assert "signed with" in proc.stderr, proc.stderr
     with open(os.path.join(out, f"certctl-{static_version}.index-digest"),
               encoding="utf-8") as f:
         digest = f.read().strip()

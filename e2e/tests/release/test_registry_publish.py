@@ -6,6 +6,9 @@ uses it:
   the image index with both images under its own digest and the chart as an OCI artifact,
   says what it pushed, and a second run changes nothing. The registry's HTTP API is read
   directly to check it;
+* the release is signed (cosign): publish.sh refuses to push it without its key or with
+  another, signs the index and the chart once, and `cosign verify` with the release's
+  cosign.pub accepts both by tag while another key is refused; SHA256SUMS.sig verifies;
 * `helm install` from oci://127.0.0.1:PORT/charts/certctl against the emulator, mode job (the
   hook Jobs run to completion with the certctl under test) and mode sidecar (the release's
   objects are there): every workload names the image by the index's digest;
@@ -25,6 +28,7 @@ import yaml
 
 from harness.certctl import crd, webhook_configuration
 from harness.helm import REPO, Helm, by_kind, find_helm
+from harness.signing import cosign_path, generate_key
 
 PUBLISH_SH = os.path.join(REPO, "scripts", "publish.sh")
 NS = "infra"           # mode job, with its hooks run
@@ -46,9 +50,24 @@ INDEX_TYPES = ("application/vnd.oci.image.index.v1+json",
 BINFMT = "/proc/sys/fs/binfmt_misc"
 
 
-def publish(registry_name, dist):
+def publish(registry_name, dist, key):
+    """publish.sh with `key` (a SigningKey) as CERTCTL_SIGNING_KEY, or with none."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CERTCTL_SIGNING_KEY", "COSIGN_PASSWORD")}
+    if key is not None:
+        env.update(key.env())
     return subprocess.run([PUBLISH_SH, registry_name, dist], capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=300)
+                          env=env, stdin=subprocess.DEVNULL, timeout=300)
+
+
+def cosign(*args):
+    return subprocess.run([cosign_path(), *args], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+
+
+def signature_tag(digest):
+    """The tag under which cosign stores the signatures of `digest`."""
+    return digest.replace(":", "-") + ".sig"
 
 
 def registry_get(registry, path, accept=None):
@@ -72,9 +91,12 @@ def sha256(data):
 # module fixtures: that would build and publish the release once per worker.)
 @pytest.mark.time_limit(900)
 def test_a_release_published_to_a_registry_installs_and_runs(registry_release, registry,
-                                                             cluster, kubelet, tmp_path):
-    refuses_a_registry_the_release_was_not_built_for(registry, registry_release)
-    pushes_the_index_with_its_digest_and_the_chart(registry, registry_release)
+                                                             signing_key, cluster, kubelet,
+                                                             tmp_path):
+    refuses_a_registry_the_release_was_not_built_for(registry, registry_release, signing_key)
+    refuses_to_push_a_signed_release_without_its_key(registry, registry_release, tmp_path)
+    pushes_the_index_with_its_digest_and_the_chart(registry, registry_release, signing_key)
+    verifies_with_the_releases_key_only(registry, registry_release, tmp_path)
     helm = Helm(find_helm(), tmp_path / "helm")
     os.makedirs(helm.home, exist_ok=True)
     installs_mode_job(helm, cluster, kubelet, registry_release)
@@ -83,9 +105,9 @@ def test_a_release_published_to_a_registry_installs_and_runs(registry_release, r
         runs_on(arch, registry_release)
 
 
-def refuses_a_registry_the_release_was_not_built_for(registry, release):
+def refuses_a_registry_the_release_was_not_built_for(registry, release, key):
     # The same registry under another name is another registry to the chart.
-    refused = publish(f"localhost:{registry.port}", release.dir)
+    refused = publish(f"localhost:{registry.port}", release.dir, key)
     assert refused.returncode == 1, refused
     assert f"built for {registry.host}" in refused.stderr, refused.stderr
     assert (f"CERTCTL_REGISTRY=localhost:{registry.port} scripts/release.sh "
@@ -93,18 +115,47 @@ def refuses_a_registry_the_release_was_not_built_for(registry, release):
     assert catalog(registry) == [], "nothing is pushed"
 
 
-def pushes_the_index_with_its_digest_and_the_chart(registry, release):
-    first = publish(registry.host, release.dir)
+def refuses_to_push_a_signed_release_without_its_key(registry, release, tmp_path):
+    unsigned = publish(registry.host, release.dir, None)
+    assert unsigned.returncode == 1, unsigned
+    assert "is signed (cosign.pub): set CERTCTL_SIGNING_KEY" in unsigned.stderr, unsigned.stderr
+    other = publish(registry.host, release.dir, generate_key(str(tmp_path / "other"), "x"))
+    assert other.returncode == 1, other
+    assert "is not the key of the release" in other.stderr, other.stderr
+    assert catalog(registry) == [], "nothing is pushed"
+
+
+def signature_layers(registry, repository, digest):
+    _, raw = registry_get(registry, f"{repository}/manifests/{signature_tag(digest)}",
+                          accept="application/vnd.oci.image.manifest.v1+json")
+    return json.loads(raw)["layers"]
+
+
+def pushes_the_index_with_its_digest_and_the_chart(registry, release, key):
+    first = publish(registry.host, release.dir, key)
     assert first.returncode == 0, f"publish.sh failed:\n{first.stdout}{first.stderr}"
     assert first.stdout.splitlines() == [
         f"image: {release.image} (tag {release.version}; linux/amd64 linux/arm64)",
         f"chart: {release.chart} version {release.version}",
         f"install: helm install RELEASE {release.chart} --version {release.version} "
-        "--plain-http"]
-    # Idempotent: the second run pushes the same things and says the same.
-    second = publish(registry.host, release.dir)
+        "--plain-http",
+        "verify: cosign verify --key cosign.pub --insecure-ignore-tlog=true "
+        f"--allow-http-registry {release.registry}/certctl:{release.version}"]
+    chart_headers, _ = registry_get(registry, f"charts/certctl/manifests/{release.version}",
+                                    accept="application/vnd.oci.image.manifest.v1+json")
+    chart_digest = chart_headers["Docker-Content-Digest"]
+    signatures = {"certctl": signature_layers(registry, "certctl", release.digest),
+                  "charts/certctl": signature_layers(registry, "charts/certctl", chart_digest)}
+    assert [len(layers) for layers in signatures.values()] == [1, 1], signatures
+    # Idempotent: the second run pushes the same things, signs nothing again and says the
+    # same.
+    second = publish(registry.host, release.dir, key)
     assert second.returncode == 0, f"publish.sh again failed:\n{second.stderr}"
     assert second.stdout == first.stdout
+    assert "signing" not in second.stderr, second.stderr
+    assert signature_layers(registry, "certctl", release.digest) == signatures["certctl"]
+    assert signature_layers(registry, "charts/certctl", chart_digest) == \
+        signatures["charts/certctl"]
 
     # Read back without skopeo: the tag serves the index, byte for byte the digest.
     headers, body = registry_get(registry, f"certctl/manifests/{release.version}",
@@ -125,9 +176,10 @@ def pushes_the_index_with_its_digest_and_the_chart(registry, release):
         platforms[entry["platform"]["architecture"]] = entry["platform"]["os"]
     assert platforms == {"amd64": "linux", "arm64": "linux"}
 
-    # The chart: its one tag, and its one layer is the release's packaged chart.
+    # The chart: its tag (and its signature's), and its one layer is the release's
+    # packaged chart.
     tags = json.loads(registry_get(registry, "charts/certctl/tags/list")[1])["tags"]
-    assert tags == [release.version]
+    assert sorted(tags) == [release.version, signature_tag(chart_digest)]
     _, raw = registry_get(registry, f"charts/certctl/manifests/{release.version}",
                           accept="application/vnd.oci.image.manifest.v1+json")
     [layer] = json.loads(raw)["layers"]
@@ -135,6 +187,33 @@ def pushes_the_index_with_its_digest_and_the_chart(registry, release):
     with open(os.path.join(release.dir, f"certctl-{release.version}.tgz"), "rb") as f:
         assert layer["digest"] == sha256(f.read())
     assert catalog(registry) == ["certctl", "charts/certctl"]
+
+
+def verifies_with_the_releases_key_only(registry, release, tmp_path):
+    """What a user does (docs/release.md): cosign verify by tag with the release's key."""
+    public_key = os.path.join(release.dir, "cosign.pub")
+    chart_digest = registry_get(registry, f"charts/certctl/manifests/{release.version}",
+                                accept="application/vnd.oci.image.manifest.v1+json")[0][
+                                    "Docker-Content-Digest"]
+    stranger = generate_key(str(tmp_path / "stranger"), "y")
+    for reference, digest in ((f"{registry.host}/certctl:{release.version}", release.digest),
+                              (f"{registry.host}/charts/certctl:{release.version}",
+                               chart_digest)):
+        verified = cosign("verify", "--key", public_key, "--insecure-ignore-tlog=true",
+                          "--allow-http-registry", reference)
+        assert verified.returncode == 0, verified.stderr
+        [claim] = json.loads(verified.stdout)
+        assert claim["critical"]["image"]["docker-manifest-digest"] == digest
+        assert claim["critical"]["identity"]["docker-reference"] == reference.rsplit(":", 1)[0]
+        refused = cosign("verify", "--key", stranger.public, "--insecure-ignore-tlog=true",
+                         "--allow-http-registry", reference)
+        assert refused.returncode != 0, refused.stdout
+    blob = cosign("verify-blob", "--key", public_key, "--insecure-ignore-tlog=true",
+                  "--signature", os.path.join(release.dir, "SHA256SUMS.sig"),
+                  os.path.join(release.dir, "SHA256SUMS"))
+    assert blob.returncode == 0, blob.stderr
+    with open(os.path.join(release.dir, "SHA256SUMS"), encoding="utf-8") as f:
+        assert "cosign.pub" in f.read()
 
 
 def install(helm, cluster, release, name, namespace, values, *extra):

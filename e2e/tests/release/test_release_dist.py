@@ -49,7 +49,8 @@ def test_the_checksums_cover_every_file_and_hold(dist):
         digest, name = line.split("  ", 1)
         listed[name] = digest
     on_disk = {os.path.relpath(os.path.join(d, f), folder)
-               for d, _, files in os.walk(folder) for f in files} - {"SHA256SUMS"}
+               for d, _, files in os.walk(folder) for f in files} - {"SHA256SUMS",
+                                                                     "SHA256SUMS.sig"}
     assert set(listed) == on_disk
     subprocess.run(["sha256sum", "--quiet", "-c", "SHA256SUMS"], cwd=folder, check=True,
                    timeout=120)
