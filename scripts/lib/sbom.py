@@ -449,9 +449,19 @@ def supplier(maintainer):
     return f"{'Organization' if team else 'Person'}: {match.group(1)} ({match.group(2)})"
 
 
-def purl(source, version, arch):
-    quoted = urllib.parse.quote(version, safe=":~")
-    return f"pkg:deb/debian/{source}@{quoted}?arch={arch}&distro=debian-12"
+def purl(name, version, arch, upstream=None):
+    """The canonical purl of a Debian package (the purl specification's deb type): a binary
+    package by its own name, version and architecture (`all` too), a source package with
+    arch=source. Qualifiers sorted by key; everything but letters, digits, `.-_~` and `:`
+    percent-encoded (a version's `+` as %2B). `upstream` names the source package a binary
+    package was built from, as scanners that match by source package read it."""
+    def encode(text):
+        return urllib.parse.quote(text, safe=":")
+    qualifiers = {"arch": arch, "distro": "debian-12"}
+    if upstream:
+        qualifiers["upstream"] = upstream
+    query = "&".join(f"{key}={encode(value)}" for key, value in sorted(qualifiers.items()))
+    return f"pkg:deb/debian/{encode(name.lower())}@{encode(version)}?{query}"
 
 
 def spdx_id(name):
@@ -524,6 +534,11 @@ def describe(library, args, cache, cxx, headers, deps, licences):
         origin += f"; files: {', '.join(files)}"
     with open(copyright_path, encoding="utf-8", errors="replace") as f:
         declared, holders, comment = copyright_facts(f.read(), name, licences)
+    if binary:
+        upstream = source if version == info["version"] else f"{source}@{version}"
+        package_purl = purl(info["package"], info["version"], info["arch"], upstream)
+    else:
+        package_purl = purl(source, version, "source")
     package = {
         "SPDXID": spdx_id(name),
         "name": name,
@@ -538,7 +553,7 @@ def describe(library, args, cache, cxx, headers, deps, licences):
         "copyrightText": holders,
         "primaryPackagePurpose": "LIBRARY",
         "externalRefs": [{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
-                          "referenceLocator": purl(source, version, args.arch)}],
+                          "referenceLocator": package_purl}],
     }
     if homepage:
         package["homepage"] = homepage
