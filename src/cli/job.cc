@@ -32,7 +32,22 @@ void LogSecret(const controller::SecretOutcome& outcome, const std::string& obje
   for (const controller::RotationProblem& problem : outcome.rotation_problems) {
     spdlog::warn("{}: {}", object, problem.message);
   }
-  if (!outcome.names_dropped.empty()) {
+  for (const controller::OtherCaller& caller : outcome.other_callers.found) {
+    spdlog::warn(
+        "the server certificate in {} no longer names {}, which {} {} ({}) calls with this "
+        "Secret's CA in its caBundle: --force-reissue re-issued it anyway, and that webhook's "
+        "calls now fail the API server's TLS check",
+        object, caller.host, caller.object, caller.field, caller.webhook);
+  }
+  if (const auto& not_looked = outcome.other_callers.not_looked; not_looked) {
+    // Not allowed to list webhook configurations is the chart's least privilege, not a fault.
+    spdlog::log(not_looked->code() == ErrorCode::kPermissionDenied ? spdlog::level::debug
+                                                                   : spdlog::level::warn,
+                "webhooks outside the targets that may call the names dropped from {} could "
+                "not be looked for: {}",
+                object, not_looked->message());
+  }
+  if (!outcome.names_dropped.empty() && outcome.other_callers.found.empty()) {
     spdlog::warn(
         "the server certificate in {} no longer names {}: a webhook that calls them fails the "
         "API server's TLS check now. If another webhook uses this Secret, give each its own "
@@ -137,6 +152,10 @@ CLI::App* AddJobCommand(CLI::App& app, JobOptions& options) {
                         "against the injected caBundle for <service>.<namespace>.svc; exit 1 if "
                         "it never does");
   AddFailurePolicyOnceReadyFlag(*command, options.failure_policy_once_ready);
+  command->add_flag("--force-reissue", options.force_reissue,
+                    "Re-issue the server certificate even when it drops names that webhook "
+                    "configurations other than the targets call with this Secret's CA (they "
+                    "fail then); without it the job refuses and names them");
   return command;
 }
 
@@ -180,6 +199,7 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
     std::cerr << command << ": " << made.error().message() << "\n";
     return kExitUsage;
   }
+  made->refuse_to_break_other_callers = !options.force_reissue;
   const controller::SecretSpec& spec = *made;
   const std::string secret_object = controller::SecretObjectName(spec.ns, spec.name);
 

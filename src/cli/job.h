@@ -24,6 +24,8 @@ struct JobOptions {
   std::chrono::seconds wait_for_targets{120};
   std::string serving_addr;               // empty: readiness without a handshake
   std::string failure_policy_once_ready;  // "Fail", or empty: off
+  // Re-issue a leaf even when it drops names that webhooks outside the targets still call.
+  bool force_reissue = false;
 };
 
 CLI::App* AddJobCommand(CLI::App& app, JobOptions& options);

@@ -1,5 +1,6 @@
 #include "certctl/controller/converge.h"
 
+#include "certctl/controller/other_callers.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
 #include "certctl/util/finding.h"
@@ -45,9 +46,13 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
                                const Clock& clock) {
   const KnownBundles known_bundles = [&] { return BundlesOfTargets(client, targets); };
   const CalledHosts called_hosts = [&] { return CalledHostsOfTargets(client, targets); };
-  auto outcome = options.ensure_secret
-                     ? EnsureSecret(client, spec, clock, known_bundles, {}, called_hosts)
-                     : Stored(client, spec, clock);
+  const OtherCallersOf other_callers = [&](const std::vector<std::string>& dropped,
+                                           const std::string& ca_bundle) {
+    return FindOtherCallers(client, targets, dropped, ca_bundle);
+  };
+  auto outcome = options.ensure_secret ? EnsureSecret(client, spec, clock, known_bundles, {},
+                                                      called_hosts, other_callers)
+                                       : Stored(client, spec, clock);
   if (!outcome) {
     return Fail(outcome.error());
   }
@@ -57,7 +62,7 @@ Result<SecretOutcome> Converge(kube::Client& client, const SecretSpec& spec,
   if (options.ensure_secret && outcome->action == SecretAction::kAdopted) {
     // Adopting only labels the Secret; what the now managed Secret needs (a CA of its own
     // when it came without ca.key) is the next look's.
-    outcome = EnsureSecret(client, spec, clock, known_bundles, {}, called_hosts);
+    outcome = EnsureSecret(client, spec, clock, known_bundles, {}, called_hosts, other_callers);
     if (!outcome) {
       return Fail(outcome.error());
     }

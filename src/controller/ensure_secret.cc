@@ -10,6 +10,7 @@
 #include "certctl/pki/key.h"
 #include "certctl/util/base64.h"
 #include "certctl/util/safety_controls.h"
+#include "certctl/util/text.h"
 
 #include "controller/secret_plan.h"
 
@@ -123,12 +124,28 @@ Result<SecretSpec> SpecWithRequestedNames(const SecretSpec& spec, const Json& se
   return effective;
 }
 
+// Why a new leaf is refused: who outside the targets still calls the names it drops.
+std::string BreaksOtherCallers(const std::string& object, const std::vector<OtherCaller>& found) {
+  std::vector<std::string> hosts;
+  for (const OtherCaller& caller : found) {
+    if (std::find(hosts.begin(), hosts.end(), caller.host) == hosts.end()) {
+      hosts.push_back(caller.host);
+    }
+  }
+  return "the new server certificate for " + object + " would drop " + JoinWithCommas(hosts) +
+         ", which webhook configurations that are not targets call with this Secret's CA in "
+         "their caBundle: " +
+         DescribeOtherCallers(found) +
+         "; nothing was written (give that webhook a Secret of its own, or pass "
+         "--force-reissue to re-issue anyway)";
+}
+
 }  // namespace
 
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
                                    const KnownBundles& known_bundles,
-                                   const SecretHoldBack& hold_back,
-                                   const CalledHosts& called_hosts) {
+                                   const SecretHoldBack& hold_back, const CalledHosts& called_hosts,
+                                   const OtherCallersOf& other_callers) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
   const pki::ValidationPolicy policy = PolicyFor(spec);
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
@@ -161,7 +178,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .rotation_problems = {},
                              .stored_data = DataOf(*created),
                              .held_back = false,
-                             .names_dropped = {}};
+                             .names_dropped = {},
+                             .other_callers = {}};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -239,7 +257,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .rotation_problems = {},
                            .stored_data = {},
                            .held_back = false,
-                           .names_dropped = {}};
+                           .names_dropped = {},
+                           .other_callers = {}};
     }
 
     auto reading = ReadRotationAnnotations(secret, object);
@@ -315,6 +334,17 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
         outcome.rotation = *rotation;
         return outcome;
       }
+      // Names the targets call were kept above; whoever else calls the dropped ones is asked
+      // for only now, so that neither the steady state nor a renewal lists anything.
+      outcome.names_dropped = NamesDropped(pair.source.cert_pem, plan->pem.tls_crt);
+      if (other_callers && !outcome.names_dropped.empty()) {
+        outcome.other_callers =
+            other_callers(outcome.names_dropped, pair.source.ca_pem.value_or(""));
+        if (spec.refuse_to_break_other_callers && !outcome.other_callers.found.empty()) {
+          return Fail(ErrorCode::kFailedPrecondition,
+                      BreaksOtherCallers(object, outcome.other_callers.found));
+        }
+      }
       pki::ValidationPolicy check = effective_policy;
       if (plan->lenient) {
         check.renew_before = std::chrono::seconds(0);
@@ -332,7 +362,6 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       outcome.tls_key = plan->pem.tls_key;
       outcome.validation = std::move(*issued_validation);
       outcome.rotation = plan->rotation;
-      outcome.names_dropped = NamesDropped(pair.source.cert_pem, plan->pem.tls_crt);
     }
     MarkManaged(secret);
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);

@@ -6,6 +6,7 @@
 #include "certctl/controller/callable.h"
 #include "certctl/controller/inject.h"
 #include "certctl/controller/name_request.h"
+#include "certctl/controller/other_callers.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/controller/secret.h"
 #include "certctl/controller/targets.h"
@@ -102,6 +103,11 @@ void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report)
                 ", which whoever calls them now fails to verify";
     }
     report.secret_changes.push_back({outcome.action, std::move(reason), outcome.uid});
+    report.other_callers.insert(report.other_callers.end(), outcome.other_callers.found.begin(),
+                                outcome.other_callers.found.end());
+    if (outcome.other_callers.not_looked) {
+      report.other_callers_not_looked = outcome.other_callers.not_looked;
+    }
   }
   if (!outcome.stored_data.empty()) {
     report.secret_data = outcome.stored_data;
@@ -154,10 +160,14 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
   const controller::CalledHosts called_hosts = [&] {
     return controller::CalledHostsOfTargets(client, config.targets);
   };
+  const controller::OtherCallersOf other_callers = [&](const std::vector<std::string>& dropped,
+                                                       const std::string& ca_bundle) {
+    return controller::FindOtherCallers(client, config.targets, dropped, ca_bundle);
+  };
   auto secret = controller::EnsureSecret(
       client, config.secret, clock,
       [&] { return controller::BundlesOfTargets(client, config.targets); }, config.secret_hold_back,
-      called_hosts);
+      called_hosts, other_callers);
   if (!secret) {
     return Fail(secret.error());
   }

@@ -51,6 +51,27 @@ void Sidecar::TellWrites(const PassReport& report) {
   }
   // A value that clears and comes back (re-applied by a GitOps sync) is told again.
   warned_rotation_ = std::move(current);
+  for (const controller::OtherCaller& caller : report.other_callers) {
+    if (warned_other_callers_.insert(caller.Describe()).second) {
+      log_(LogLevel::kWarning,
+           secret_object + ": the re-issued server certificate no longer names " + caller.host +
+               ", which " + caller.object + " " + caller.field + " (" + caller.webhook +
+               ") calls with this Secret's CA in its caBundle: that webhook's calls now fail "
+               "the API server's TLS check (give it a Secret of its own)");
+    }
+  }
+  if (report.other_callers_not_looked) {
+    const std::string line =
+        "the server certificate dropped names; webhooks outside the targets that may call them "
+        "could not be looked for: " +
+        report.other_callers_not_looked->message();
+    // Not allowed to list webhook configurations is the chart's least privilege, not a fault.
+    if (report.other_callers_not_looked->code() == ErrorCode::kPermissionDenied) {
+      log_(LogLevel::kDebug, line);
+    } else {
+      WarnRateLimited("other-callers", line);
+    }
+  }
   metrics_.rotation_phase.Set({secret}, static_cast<double>(report.rotation));
   next_step_at_ = report.next_step_at;
   for (const std::string& object : report.patched) {

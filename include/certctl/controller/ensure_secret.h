@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "certctl/controller/other_callers.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/controller/rotation_check.h"
 #include "certctl/kube/client.h"
@@ -31,6 +32,10 @@ struct SecretSpec {
   // How long the previous CA stays trusted after the leaf moved to a new one (step 3 of a
   // rotation comes then, or when the previous CA expires if that is sooner).
   std::chrono::seconds ca_overlap{kDefaultCaOverlap};
+  // A new leaf that drops names webhooks outside the targets still call (other_callers.h):
+  // false re-issues it all the same and tells them (a controller must not wedge); true
+  // refuses, writing nothing, until a person confirms (`job --force-reissue`).
+  bool refuse_to_break_other_callers = false;
 };
 
 enum class SecretAction {
@@ -70,6 +75,8 @@ struct SecretOutcome {
   // Names the server certificate covered before this write and no longer does (a --service
   // changed, or another webhook shares the Secret): whoever calls them fails now.
   std::vector<std::string> names_dropped;
+  // Looked for only when names are dropped: who outside the targets still calls them.
+  OtherCallersLook other_callers;
 };
 
 // A CA bundle kept outside the Secret, where the CA of a damaged ca.crt may still be found:
@@ -86,6 +93,11 @@ using KnownBundles = std::function<std::vector<KnownBundle>()>;
 // old Service's name until the targets are pointed at the new one). Read only when a new
 // leaf is issued.
 using CalledHosts = std::function<std::vector<std::string>()>;
+
+// The webhooks outside the targets that call one of `dropped` trusting `ca_bundle` (the
+// Secret's ca.crt as stored), FindOtherCallers. Read only when a new leaf drops names.
+using OtherCallersOf = std::function<OtherCallersLook(const std::vector<std::string>& dropped,
+                                                      const std::string& ca_bundle)>;
 
 // Asked with the Secret as read before any write to it but its creation and an adoption:
 // true holds the write back (another writer keeps undoing certctl's, see loop/damping.h).
@@ -110,7 +122,10 @@ using SecretHoldBack = std::function<bool(const kube::Json& secret_as_read)>;
 //  - external: never written; kFailedPrecondition listing the findings when invalid;
 //  - a write `hold_back` holds: nothing written, outcome.held_back set;
 //  - a leaf issued for a managed Secret names, beyond `spec`'s names, those a follower asked
-//    for (name_request.h) and those of the stored leaf that `called_hosts` still calls.
+//    for (name_request.h) and those of the stored leaf that `called_hosts` still calls;
+//  - a leaf that drops names of the stored one asks `other_callers` who else calls them; with
+//    spec.refuse_to_break_other_callers, any it finds is kFailedPrecondition naming them and
+//    the dropped names, and nothing is written; otherwise they are in outcome.other_callers.
 // A Secret of another type, or an external one without tls.crt/tls.key, is
 // kFailedPrecondition naming it; nothing is written. Every write is a whole-object update
 // carrying the resourceVersion read, so a concurrent writer makes it start over from a fresh
@@ -118,7 +133,8 @@ using SecretHoldBack = std::function<bool(const kube::Json& secret_as_read)>;
 Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec, const Clock& clock,
                                    const KnownBundles& known_bundles = {},
                                    const SecretHoldBack& hold_back = {},
-                                   const CalledHosts& called_hosts = {});
+                                   const CalledHosts& called_hosts = {},
+                                   const OtherCallersOf& other_callers = {});
 
 // Rotation step 2: the leaf is re-issued from the new CA. Call it only once every target
 // holds `trusted_bundle` (outcome.ca_bundle of the phase "trusting"); when the Secret no

@@ -69,6 +69,12 @@ struct PassReport {
   std::string names_awaited;
   // The Secret's writes, in order: a CA rotation can take steps 1 and 2 in one pass.
   std::vector<SecretChange> secret_changes;
+  // Webhooks outside the targets that call names a re-issued leaf dropped, trusting the
+  // Secret's CA: they fail now. Told, not refused: a controller must not wedge on them.
+  std::vector<controller::OtherCaller> other_callers;
+  // Why they could not be looked for when a leaf dropped names (kPermissionDenied: certctl
+  // may not list webhook configurations).
+  std::optional<Error> other_callers_not_looked;
   controller::RotationPhase rotation = controller::RotationPhase::kNone;  // as now stored
   // Rotation annotations found ignored or clamped (the leader wrote them back corrected).
   std::vector<controller::RotationProblem> rotation_problems;

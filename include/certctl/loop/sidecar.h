@@ -228,6 +228,8 @@ class Sidecar {
   // Watches currently failing: while any is, the loop polls, since no event would tell it
   // that someone wiped a caBundle meanwhile.
   std::atomic<int> failing_watches_{0};
+  // Webhooks outside the targets warned of once each (OtherCaller::Describe; loop thread).
+  std::set<std::string> warned_other_callers_;
   std::map<std::string, std::pair<std::string, MonotonicTime>> last_warning_;
   std::atomic<std::int64_t> heartbeat_{0};  // monotonic milliseconds of the last loop turn
 
