@@ -644,3 +644,77 @@ def test_tls_handshake_trusting_only_the_injected_bundle(hook, certctl_binary, t
     assert proof.returncode == 0, proof.stdout + proof.stderr
     assert "Verification: OK" in proof.stdout
     assert f"Verified peername: hook.{NS}.svc" in proof.stdout
+
+
+# Who runs certctl by hand (a person's kubeconfig, say) may list webhook configurations,
+# which the chart never grants: the job can then see who else its Secret serves.
+LISTER = "system:serviceaccount:infra:lister"
+LIST_WEBHOOKS = {"apiGroups": ["admissionregistration.k8s.io"],
+                 "resources": ["validatingwebhookconfigurations",
+                               "mutatingwebhookconfigurations"],
+                 "verbs": ["list"]}
+
+
+def shared_secret(cluster, binary):
+    """The Secret made for Service hook, then taken over for hook-b: the targets now call
+    hook-b, while demo-webhook (no target) still calls hook trusting the Secret's CA."""
+    assert job(cluster, binary).returncode == 0
+    apply(cluster, webhook_configuration(VWC, "demo-webhook", ["v.demo.io"],
+                                         ca_bundle=secret_data(cluster)["ca.crt"]))
+    point_targets_at(cluster, "hook-b")
+    cluster.add_user(LISTER, [*JOB_RULES, LIST_WEBHOOKS])
+
+
+def job_as(cluster, binary, user, *args, service="hook-b"):
+    return run_certctl(binary, "job", "--phase", "all", "--service", service, *TARGETS, *args,
+                       env=cluster.in_cluster_env(user, NS))
+
+
+@pytest.mark.backends("emulator", "real")
+def test_a_leaf_that_drops_a_name_another_webhook_calls_is_refused_until_forced(
+        hook, certctl_binary):
+    shared_secret(hook, certctl_binary)
+    before = secret_data(hook)
+    hook.reset_request_log()
+
+    refused = job_as(hook, certctl_binary, LISTER)
+    assert refused.returncode == 1, refused.stderr
+    last = refused.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"certctl job: the new server certificate for secret/{NS}/{SECRET} "
+                           "would drop hook.infra.svc, which webhook configurations that are "
+                           "not targets call with this Secret's CA in their caBundle: "), last
+    assert ("validatingwebhookconfiguration/demo-webhook webhooks[0] (v.demo.io) calls "
+            "hook.infra.svc") in last
+    assert "--force-reissue" in last
+    assert secret_data(hook) == before
+    writes = [(e["verb"], e["resource"]) for e in hook.request_log()["requests"]
+              if e["user"] == LISTER and e["verb"] in WRITE_VERBS]
+    assert writes == [], writes
+
+    forced = job_as(hook, certctl_binary, LISTER, "--force-reissue")
+    assert forced.returncode == 0, forced.stderr
+    warnings = [line for line in forced.stderr.splitlines()
+                if "warn" in line and "validatingwebhookconfiguration/demo-webhook" in line]
+    assert len(warnings) == 1 and "no longer names hook.infra.svc" in warnings[0], forced.stderr
+    after = secret_data(hook)
+    assert after["ca.crt"] == before["ca.crt"] and after["tls.crt"] != before["tls.crt"]
+    sans = subprocess.run(["openssl", "x509", "-noout", "-ext", "subjectAltName"],
+                          input=after["tls.crt"], capture_output=True, text=True).stdout
+    assert "DNS:hook-b.infra.svc" in sans and "DNS:hook.infra.svc" not in sans, sans
+
+
+@pytest.mark.backends("emulator", "real")
+def test_without_leave_to_list_webhook_configurations_the_job_reissues_as_before(
+        hook, certctl_binary):
+    """The chart's RBAC names its targets and lists no webhook configurations: the one LIST
+    is refused, said at debug level, and the job goes on as it would without the look."""
+    shared_secret(hook, certctl_binary)
+    before = secret_data(hook)
+    hook.reset_request_log()
+    result = job(hook, certctl_binary, "--log-level", "debug", service="hook-b")
+    assert result.returncode == 0, result.stderr
+    assert "could not be looked for" in result.stderr, result.stderr
+    assert secret_data(hook)["tls.crt"] != before["tls.crt"]
+    refused = [(e["verb"], e["resource"]) for e in hook.request_log()["requests"]
+               if e["user"] == "system:serviceaccount:infra:certctl" and e["code"] == 403]
+    assert refused == [("list", "validatingwebhookconfigurations")], refused

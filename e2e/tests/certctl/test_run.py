@@ -646,6 +646,35 @@ def test_a_rename_without_leader_election_keeps_the_called_name_and_does_not_fig
         assert sample(values, "certctl_writes_total", kind="secret") == writes, sidecar.name
 
 
+def test_a_leaf_that_drops_a_name_another_webhook_calls_is_warned_of_once(hook, sidecars):
+    """A controller for hook-b takes over the Secret made for hook, which demo-webhook (no
+    target) still calls trusting the Secret's CA: it re-issues the leaf all the same (a
+    controller must not wedge) and warns once, naming demo-webhook."""
+    first = sidecars("first")
+    wait_ready(first)
+    first.stop()
+    hook.kubectl("apply", "-f", "-", input=json.dumps(webhook_configuration(
+        VWC, "demo-webhook", ["v.demo.io"], ca_bundle=secret_data(hook)["ca.crt"])))
+    hook.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
+                 json.dumps([{"op": "replace", "path": f"/webhooks/{i}/clientConfig/service/name",
+                              "value": "hook-b"} for i in range(2)]))
+    lister = "system:serviceaccount:infra:lister"
+    hook.add_user(lister, [*RULES, {"apiGroups": ["admissionregistration.k8s.io"],
+                                    "resources": ["validatingwebhookconfigurations",
+                                                  "mutatingwebhookconfigurations"],
+                                    "verbs": ["list"]}])
+    second = sidecars("second", user=lister, service="hook-b")
+    wait_ready(second)
+    assert leaf_dns_names(hook)[0] == f"hook-b.{NS}.svc"
+    wait_quiet(hook, lister)
+
+    warnings = [line for line in second.log().splitlines()
+                if "warning" in line and "validatingwebhookconfiguration/demo-webhook" in line]
+    assert len(warnings) == 1, second.log()
+    assert f"no longer names {HOST}, which validatingwebhookconfiguration/demo-webhook " \
+           "webhooks[0] (v.demo.io) calls with this Secret's CA" in warnings[0], warnings
+
+
 def test_api_faults_are_ridden_out_without_replacing_the_secret(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)
