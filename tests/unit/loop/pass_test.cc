@@ -395,6 +395,59 @@ TEST_F(RollingUpdate, ANewLeafKeepsTheNamesTheTargetsStillCall) {
   EXPECT_THAT(LeafNames(api), ::testing::Not(::testing::Contains(old_name)));
 }
 
+// The Secret made for hook, taken over by a leader for hook-b: the target now calls hook-b,
+// while "other" (no target) still calls hook trusting the Secret's CA.
+struct SharedSecret {
+  SharedSecret() {
+    api.Put(kube::kValidatingWebhookConfigurations, Vwc("hook"));
+    EXPECT_TRUE(Reconcile(api, Config(dir.path()), Role::kLeader, clock));
+    api.Put(kube::kValidatingWebhookConfigurations,
+            testing::WebhookConfiguration("hook", {testing::WebhookEntry("a.hook.io", kNs)
+                                                       .Service(kNs, "hook-b")
+                                                       .Bundle(Data(api, "ca.crt"))}));
+    api.Put(kube::kValidatingWebhookConfigurations,
+            testing::WebhookConfiguration("other", {testing::WebhookEntry("o.hook.io", kNs)
+                                                        .Service(kNs, "hook")
+                                                        .Bundle(Data(api, "ca.crt"))}));
+    config.secret.identity.service = "hook-b";
+  }
+
+  FakeClient api;
+  FakeClock clock;
+  TempDir dir;
+  PassConfig config = Config(dir.path());
+};
+
+TEST(ReconcilePass, ALeafDroppingANameAnotherWebhookCallsIsIssuedAndTheCallerTold) {
+  SharedSecret cluster;
+  const std::string before = Data(cluster.api, "tls.crt");
+
+  const auto report = Reconcile(cluster.api, cluster.config, Role::kLeader, cluster.clock);
+
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_TRUE(report->ready) << report->not_ready;
+  EXPECT_NE(Data(cluster.api, "tls.crt"), before);
+  ASSERT_EQ(report->other_callers.size(), 1u);
+  EXPECT_EQ(report->other_callers[0].Describe(),
+            "validatingwebhookconfiguration/other webhooks[0] (o.hook.io) calls hook.infra.svc");
+  EXPECT_FALSE(report->other_callers_not_looked);
+}
+
+TEST(ReconcilePass, NotAllowedToLookForOtherCallersThePassGoesOnAsBefore) {
+  SharedSecret cluster;
+  cluster.api.InjectFailure(testing::Verb::kList, kube::kValidatingWebhookConfigurations,
+                            Error(ErrorCode::kPermissionDenied, "forbidden"));
+
+  const auto report = Reconcile(cluster.api, cluster.config, Role::kLeader, cluster.clock);
+
+  ASSERT_TRUE(report) << report.error().message();
+  EXPECT_TRUE(report->ready) << report->not_ready;
+  EXPECT_TRUE(report->other_callers.empty());
+  ASSERT_TRUE(report->other_callers_not_looked);
+  EXPECT_EQ(report->other_callers_not_looked->code(), ErrorCode::kPermissionDenied);
+  EXPECT_EQ(cluster.api.CountOf(testing::Verb::kList, kube::kValidatingWebhookConfigurations), 1);
+}
+
 // What `certctl rotate --ca` leaves on the Secret for the controller.
 void RequestCaRotation(FakeClient& api) {
   Json secret = api.Object(kube::kSecrets, kNs, kSecret).value();
