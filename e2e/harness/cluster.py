@@ -90,6 +90,8 @@ class WatchStream:
 def _replace_file(path, content):
     """Write `path` by renaming a finished file over it, so no reader sees it half written."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    # mkstemp's 0600 would lock out a container that runs as another user (the image tests).
+    os.fchmod(fd, 0o644)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(content)
     os.replace(tmp, path)
