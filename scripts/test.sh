@@ -6,7 +6,7 @@
 # wall time of each stage.
 # Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers, no fuzzing,
 #                                     no release)
-# Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 30; 0 skips fuzzing).
+# Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 20; 0 skips fuzzing).
 #                              Short, because each run starts from the corpus the previous
 #                              ones grew (scripts/fuzz.sh keeps it in CERTCTL_CACHE_DIR)
 #        CERTCTL_CACHE_DIR     caches kept between runs, outside the clone (default
@@ -64,7 +64,7 @@ for preset in "${presets[@]}"; do
   stage "unit tests ($preset)" ctest --preset "$preset"
 done
 
-fuzz_seconds=${CERTCTL_FUZZ_SECONDS:-30}
+fuzz_seconds=${CERTCTL_FUZZ_SECONDS:-20}
 if ! $quick && [[ $fuzz_seconds != 0 ]]; then
   stage "fuzzing (${fuzz_seconds}s per target)" scripts/fuzz.sh "$fuzz_seconds"
 fi
