@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks formatting (clang-format) and runs the project's clang-tidy checks over every
 # source file, using the compile commands of a configured preset (default: ci); gofmt and
-# go vet on the Go programs of the test bed (e2e/controlplane).
+# go vet on the Go programs of the test bed (e2e/controlplane) and of the benchmarks
+# (bench/peers/cert-controller).
 # clang-tidy results are cached outside the clone (CERTCTL_CACHE_DIR, default
 # ~/.cache/certctl): a unit is checked again only when its inputs changed. The key of a unit
 # is the hash of its preprocessed source (every header it includes, as clang sees it, with
@@ -25,17 +26,21 @@ else
   clang-format --dry-run -Werror "${sources[@]}"
 fi
 
-# The vet results sit in Go's build cache: an unchanged tree is checked again in seconds.
+# The Go programs of the test bed and the benchmarks, each a module of its own. The vet
+# results sit in Go's build cache: an unchanged tree is checked again in seconds.
+go_modules=(e2e/controlplane bench/peers/cert-controller)
 if $fix; then
-  gofmt -w e2e/controlplane
+  gofmt -w "${go_modules[@]}"
 else
-  unformatted=$(gofmt -l e2e/controlplane)
+  unformatted=$(gofmt -l "${go_modules[@]}")
   [[ -z $unformatted ]] || {
     echo "lint: gofmt would change: $unformatted" >&2
     exit 1
   }
 fi
-(cd e2e/controlplane && go vet ./...)
+for module in "${go_modules[@]}"; do
+  (cd "$module" && go vet ./...)
+done
 
 build=build/ci
 [[ -f $build/compile_commands.json ]] || cmake --preset ci >/dev/null
