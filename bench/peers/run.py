@@ -540,12 +540,16 @@ def ratio(ours, theirs):
     return f"{theirs / ours:.1f}×"
 
 
+def steady_seconds(args):
+    return 10 if args.quick else 300
+
+
 def report(results, args, elapsed):
     tools = list(results)
     lines = ["# certctl beside its peers", "",
              f"{datetime.date.today().isoformat()}, {platform.machine()}, "
              f"{os.cpu_count()} CPUs, {'quick' if args.quick else 'full'} run "
-             f"({elapsed:.0f} s); steady window {results[tools[0]].get('steady_s', '?')} s.",
+             f"({elapsed:.0f} s); steady window {steady_seconds(args)} s.",
              ""]
     for name, figures in results.items():
         lines.append(f"- {name}: {figures.get('version', '?')}")
@@ -572,7 +576,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if not os.access(args.certctl, os.X_OK):
         parser.error(f"no certctl at {args.certctl}")
-    steady = 10 if args.quick else 300
+    steady = steady_seconds(args)
     cert_controller = go_build(os.path.join(HERE, "cert-controller"), "cert-controller")
     makers = {"certctl": lambda c, w: Certctl(c, w, os.path.abspath(args.certctl)),
               "cert-controller": lambda c, w: CertController(c, w, cert_controller)}
