@@ -3,6 +3,7 @@
 #include <cctype>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -35,6 +36,7 @@ struct CurlApi {
   CURLMcode (*multi_perform)(CURLM* multi, int* running);
   CURLMcode (*multi_poll)(CURLM* multi, struct curl_waitfd* extra, unsigned int count,
                           int timeout_ms, int* numfds);
+  CURLMcode (*multi_wakeup)(CURLM* multi);
   CURLMsg* (*multi_info_read)(CURLM* multi, int* queued);
   CURLMcode (*multi_cleanup)(CURLM* multi);
   const char* (*multi_strerror)(CURLMcode code);
@@ -68,6 +70,7 @@ const std::string& LoadCurl() {
     curl_api.multi_remove_handle = &curl_multi_remove_handle;
     curl_api.multi_perform = &curl_multi_perform;
     curl_api.multi_poll = &curl_multi_poll;
+    curl_api.multi_wakeup = &curl_multi_wakeup;
     curl_api.multi_info_read = &curl_multi_info_read;
     curl_api.multi_cleanup = &curl_multi_cleanup;
     curl_api.multi_strerror = &curl_multi_strerror;
@@ -109,6 +112,7 @@ const std::string& LoadCurl() {
     bind(curl_api.multi_remove_handle, "curl_multi_remove_handle");
     bind(curl_api.multi_perform, "curl_multi_perform");
     bind(curl_api.multi_poll, "curl_multi_poll");
+    bind(curl_api.multi_wakeup, "curl_multi_wakeup");
     bind(curl_api.multi_info_read, "curl_multi_info_read");
     bind(curl_api.multi_cleanup, "curl_multi_cleanup");
     bind(curl_api.multi_strerror, "curl_multi_strerror");
@@ -131,8 +135,9 @@ const CurlApi& Curl() { return curl_api; }
 // Idle easy handles kept for reuse (each holds its own live connections).
 constexpr std::size_t kMaxIdleHandles = 8;
 constexpr long kConnectTimeoutMs = 10000;
-// How often a quiet stream checks `cancelled` (the contract says at least every 200 ms).
-constexpr int kStreamPollMs = 100;
+// How often a quiet stream looks at `cancelled` when nobody wakes it (WakeStreams does at
+// once): rarely, so an idle process sleeps instead of waking for every watch ten times a second.
+constexpr int kStreamPollMs = 1000;
 
 struct EasyDeleter {
   void operator()(CURL* handle) const { Curl().easy_cleanup(handle); }
@@ -305,6 +310,9 @@ class CurlTransport final : public HttpTransport {
     if (Curl().multi_add_handle(multi.get(), handle.get()) != CURLM_OK) {
       return Fail(ErrorCode::kInternal, "curl_multi_add_handle failed");
     }
+    // Registered before `cancelled` is first looked at: a WakeStreams after the cancellation
+    // either finds this stream or happened before that first look, which then sees it.
+    const StreamRegistration registration(*this, multi.get());
     CURLcode code = CURLE_OK;
     bool was_cancelled = false;
     while (true) {
@@ -339,7 +347,34 @@ class CurlTransport final : public HttpTransport {
     return Finish(code, transfer, error_buffer);
   }
 
+  void WakeStreams() override {
+    const std::lock_guard lock(streams_mutex_);
+    for (CURLM* multi : streams_) {
+      Curl().multi_wakeup(multi);  // its multi_poll returns, now or at its next call
+    }
+  }
+
  private:
+  // Keeps a stream's multi handle known to WakeStreams while the stream runs.
+  class StreamRegistration {
+   public:
+    StreamRegistration(CurlTransport& transport, CURLM* multi)
+        : transport_(transport), multi_(multi) {
+      const std::lock_guard lock(transport_.streams_mutex_);
+      transport_.streams_.insert(multi_);
+    }
+    ~StreamRegistration() {
+      const std::lock_guard lock(transport_.streams_mutex_);
+      transport_.streams_.erase(multi_);
+    }
+    StreamRegistration(const StreamRegistration&) = delete;
+    StreamRegistration& operator=(const StreamRegistration&) = delete;
+
+   private:
+    CurlTransport& transport_;
+    CURLM* multi_;
+  };
+
   EasyHandle Checkout() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -545,6 +580,8 @@ class CurlTransport final : public HttpTransport {
   const TlsOptions tls_;
   std::mutex mutex_;
   std::vector<EasyHandle> idle_;
+  std::mutex streams_mutex_;
+  std::set<CURLM*> streams_;  // the multi handles of the streams in progress
 };
 
 }  // namespace

@@ -38,6 +38,14 @@ class Backoff {
   std::minstd_rand random_{std::random_device{}()};
 };
 
+// Each watch asks for between `minimum` and twice that, as client-go's reflectors do, so the
+// watches of one process (and of many replicas) do not all end and resume in the same second.
+std::chrono::seconds WatchTimeout(std::chrono::seconds minimum) {
+  thread_local std::minstd_rand random{std::random_device{}()};
+  std::uniform_int_distribution<long> extra(0, std::max<long>(0, minimum.count() - 1));
+  return minimum + std::chrono::seconds(extra(random));
+}
+
 // Sleeps in short slices so cancellation is noticed within a tenth of a second.
 void SleepUnlessCancelled(std::chrono::milliseconds delay, const std::function<bool()>& cancelled,
                           const Clock& clock) {
@@ -81,7 +89,7 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
     watch.resource_version = resource_version;
     watch.label_selector = options.list.label_selector;
     watch.field_selector = options.list.field_selector;
-    watch.server_timeout = options.server_timeout;
+    watch.server_timeout = WatchTimeout(options.server_timeout);
     bool progressed = false;
     std::optional<Error> bad_event;
     const auto watch_started = clock.Monotonic();
@@ -119,7 +127,7 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
       // the caller hears of it as a failure (the sidecar polls while a watch is failing).
       if (handlers.on_resume) handlers.on_resume(resource_version);
       if (!progressed) {
-        const bool cut = clock.Monotonic() - watch_started < options.server_timeout * 9 / 10;
+        const bool cut = clock.Monotonic() - watch_started < watch.server_timeout * 9 / 10;
         const Error empty(ErrorCode::kUnavailable,
                           cut ? "the watch was closed before its timeout without an event"
                               : "the watch timed out without an event");

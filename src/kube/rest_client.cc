@@ -304,6 +304,8 @@ class RestClient final : public Client {
     return {};
   }
 
+  void WakeWatches() override { transport_->WakeStreams(); }
+
   Status Watch(const ResourceType& type, std::string_view ns, const WatchOptions& options,
                const std::function<bool(const WatchEvent&)>& on_event,
                const std::function<bool()>& cancelled) override {

@@ -147,6 +147,7 @@ void Sidecar::Stop() {
     stopping_ = true;
   }
   stop_changed_.notify_all();
+  client_.WakeWatches();  // a quiet watch would notice `stopping_` only at its next poll
   trigger_.Stop();
 }
 

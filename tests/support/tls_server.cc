@@ -82,6 +82,7 @@ void TlsServer::Serve() {
     if (connection < 0) {
       continue;
     }
+    ++accepted_;
     if (mode_ == Mode::kSilent) {
       held.push_back(connection);
       continue;

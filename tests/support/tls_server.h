@@ -26,6 +26,8 @@ class TlsServer {
   void SetPair(std::string cert_pem, std::string key_pem);
   // Handshakes completed so far.
   int handshakes() const { return handshakes_; }
+  // Connections accepted so far.
+  int accepted() const { return accepted_; }
 
  private:
   void Serve();
@@ -38,6 +40,7 @@ class TlsServer {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int> handshakes_{0};
+  std::atomic<int> accepted_{0};
   std::thread thread_;
 };
 

@@ -108,6 +108,10 @@ class Client {
   virtual Status Watch(const ResourceType& type, std::string_view ns, const WatchOptions& options,
                        const std::function<bool(const WatchEvent&)>& on_event,
                        const std::function<bool()>& cancelled) = 0;
+
+  // Makes every Watch in progress look at its `cancelled` now (HttpTransport::WakeStreams);
+  // call it after making that true.
+  virtual void WakeWatches() {}
 };
 
 // How a call rides out transient failures (see Client): capped exponential backoff with up to

@@ -14,7 +14,7 @@ namespace certctl::kube {
 
 struct ListWatchOptions {
   ListOptions list;                          // selectors apply to the watch as well
-  std::chrono::seconds server_timeout{300};  // each watch request
+  std::chrono::seconds server_timeout{300};  // each watch asks for this to twice this
   std::chrono::milliseconds initial_backoff{500};
   std::chrono::milliseconds max_backoff{30000};
 };

@@ -46,10 +46,15 @@ class HttpTransport {
   virtual Result<HttpResponse> Send(const HttpRequest& request) = 0;
 
   // For watches. A 2xx body goes to `on_chunk` as it arrives and the returned response has
-  // an empty body; any other status is returned with its whole body. `cancelled` is polled
-  // at least every 200 ms so a stream with no traffic can still be stopped.
+  // an empty body; any other status is returned with its whole body. `cancelled` is looked
+  // at whenever WakeStreams is called and at least every second otherwise, so a stream with
+  // no traffic can still be stopped without waking the process many times a second.
   virtual Result<HttpResponse> Stream(const HttpRequest& request, const BodyChunkHandler& on_chunk,
                                       const std::function<bool()>& cancelled) = 0;
+
+  // Makes every Stream in progress look at its `cancelled` now; call it after making that
+  // true. Transports whose streams poll often enough need not override it.
+  virtual void WakeStreams() {}
 };
 
 struct TlsOptions {
