@@ -7,6 +7,7 @@
 #include "certctl/controller/callable.h"
 #include "certctl/controller/converge.h"
 #include "certctl/controller/failure_policy.h"
+#include "certctl/controller/other_callers.h"
 #include "certctl/controller/secret.h"
 #include "certctl/probe/handshake.h"
 #include "certctl/util/duration.h"
@@ -33,19 +34,11 @@ void LogSecret(const controller::SecretOutcome& outcome, const std::string& obje
     spdlog::warn("{}: {}", object, problem.message);
   }
   for (const controller::OtherCaller& caller : outcome.other_callers.found) {
-    spdlog::warn(
-        "the server certificate in {} no longer names {}, which {} {} ({}) calls with this "
-        "Secret's CA in its caBundle: --force-reissue re-issued it anyway, and that webhook's "
-        "calls now fail the API server's TLS check",
-        object, caller.host, caller.object, caller.field, caller.webhook);
+    spdlog::warn("--force-reissue: {}", controller::BrokenCallerWarning(caller, object));
   }
   if (const auto& not_looked = outcome.other_callers.not_looked; not_looked) {
-    // Not allowed to list webhook configurations is the chart's least privilege, not a fault.
-    spdlog::log(not_looked->code() == ErrorCode::kPermissionDenied ? spdlog::level::debug
-                                                                   : spdlog::level::warn,
-                "webhooks outside the targets that may call the names dropped from {} could "
-                "not be looked for: {}",
-                object, not_looked->message());
+    const auto notice = controller::NoticeOfNotLooked(*not_looked, object);
+    spdlog::log(notice.refused ? spdlog::level::debug : spdlog::level::warn, "{}", notice.line);
   }
   if (!outcome.names_dropped.empty() && outcome.other_callers.found.empty()) {
     spdlog::warn(

@@ -48,22 +48,12 @@ Result<std::set<std::pair<TargetKind, std::string>>> TargetNames(kube::Client& c
   if (targets.webhook_selector.empty()) {
     return names;
   }
-  for (TargetKind kind : kWebhookKinds) {
-    kube::ListOptions options;
-    options.label_selector = targets.webhook_selector;
-    const std::string what = "list " + std::string(ResourceFor(kind).resource) + " matching \"" +
-                             targets.webhook_selector + "\"";
-    auto list = client.List(ResourceFor(kind), "", options);
-    if (!list) {
-      return Fail(list.error().Wrap(what));
-    }
-    for (const auto& item : (*list)["items"]) {
-      auto name = kube::ObjectName(item, what);
-      if (!name) {
-        return Fail(name.error());
-      }
-      names.insert({kind, std::move(*name)});
-    }
+  auto selected = ListSelectedWebhookConfigurations(client, targets.webhook_selector);
+  if (!selected) {
+    return Fail(selected.error());
+  }
+  for (TargetObject& target : *selected) {
+    names.insert({target.kind, std::move(target.name)});
   }
   return names;
 }
@@ -72,6 +62,21 @@ Result<std::set<std::pair<TargetKind, std::string>>> TargetNames(kube::Client& c
 
 std::string OtherCaller::Describe() const {
   return object + " " + field + " (" + webhook + ") calls " + host;
+}
+
+std::string BrokenCallerWarning(const OtherCaller& caller, const std::string& secret_object) {
+  return "the server certificate in " + secret_object + " no longer names " + caller.host +
+         ", which " + caller.object + " " + caller.field + " (" + caller.webhook +
+         ") calls with this Secret's CA in its caBundle: that webhook's calls now fail the API "
+         "server's TLS check (give it a Secret of its own)";
+}
+
+NotLookedNotice NoticeOfNotLooked(const Error& not_looked, const std::string& secret_object) {
+  return {"the server certificate in " + secret_object +
+              " dropped names; webhooks outside the targets that may call them could not be "
+              "looked for: " +
+              not_looked.message(),
+          not_looked.code() == ErrorCode::kPermissionDenied};
 }
 
 std::string DescribeOtherCallers(const std::vector<OtherCaller>& callers) {

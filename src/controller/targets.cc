@@ -139,35 +139,46 @@ Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelecti
   }
 
   if (!selection.webhook_selector.empty()) {
-    std::size_t matched = 0;
-    for (TargetKind kind :
-         {TargetKind::kValidatingWebhookConfiguration, TargetKind::kMutatingWebhookConfiguration}) {
-      kube::ListOptions options;
-      options.label_selector = selection.webhook_selector;
-      auto list = client.List(ResourceFor(kind), "", options);
-      if (!list) {
-        return Fail(list.error().Wrap("list " + std::string(ResourceFor(kind).resource) +
-                                      " matching \"" + selection.webhook_selector + "\""));
-      }
-      for (auto& item : (*list)["items"]) {
-        ++matched;
-        auto name = kube::ObjectName(item, "list " + std::string(ResourceFor(kind).resource) +
-                                               " matching \"" + selection.webhook_selector + "\"");
-        if (!name) {
-          return Fail(name.error());
-        }
-        if (seen.insert({kind, *name}).second) {
-          resolved.found.push_back({kind, std::move(*name), std::move(item)});
-        }
-      }
+    auto selected = ListSelectedWebhookConfigurations(client, selection.webhook_selector);
+    if (!selected) {
+      return Fail(selected.error());
     }
-    if (matched == 0) {
+    if (selected->empty()) {
       resolved.missing.push_back(
           {FindingCode::kTargetMissing, "webhook-selector " + selection.webhook_selector,
            "no ValidatingWebhookConfiguration or MutatingWebhookConfiguration matches"});
     }
+    for (TargetObject& target : *selected) {
+      if (seen.insert({target.kind, target.name}).second) {
+        resolved.found.push_back(std::move(target));
+      }
+    }
   }
   return resolved;
+}
+
+Result<std::vector<TargetObject>> ListSelectedWebhookConfigurations(kube::Client& client,
+                                                                    std::string_view selector) {
+  std::vector<TargetObject> selected;
+  for (TargetKind kind :
+       {TargetKind::kValidatingWebhookConfiguration, TargetKind::kMutatingWebhookConfiguration}) {
+    const std::string what = "list " + std::string(ResourceFor(kind).resource) + " matching \"" +
+                             std::string(selector) + "\"";
+    kube::ListOptions options;
+    options.label_selector = std::string(selector);
+    auto list = client.List(ResourceFor(kind), "", options);
+    if (!list) {
+      return Fail(list.error().Wrap(what));
+    }
+    for (auto& item : (*list)["items"]) {
+      auto name = kube::ObjectName(item, what);
+      if (!name) {
+        return Fail(name.error());
+      }
+      selected.push_back({kind, std::move(*name), std::move(item)});
+    }
+  }
+  return selected;
 }
 
 std::vector<KnownBundle> BundlesOfTargets(kube::Client& client, const TargetSelection& selection) {

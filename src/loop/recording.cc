@@ -7,6 +7,7 @@
 
 #include "certctl/controller/callable.h"
 #include "certctl/controller/failure_policy.h"
+#include "certctl/controller/other_callers.h"
 #include "certctl/controller/secret.h"
 #include "certctl/inject/patch.h"
 #include "certctl/inject/targets.h"
@@ -19,6 +20,10 @@
 
 namespace certctl::loop {
 namespace {
+
+// Webhooks outside the targets remembered as already warned of: a handful in any cluster;
+// past this many the memory starts over.
+constexpr std::size_t kMaxWarnedOtherCallers = 256;
 
 // "validatingwebhookconfiguration/hook" -> "validatingwebhookconfiguration".
 std::string KindOf(const std::string& object) { return object.substr(0, object.find('/')); }
@@ -52,24 +57,20 @@ void Sidecar::TellWrites(const PassReport& report) {
   // A value that clears and comes back (re-applied by a GitOps sync) is told again.
   warned_rotation_ = std::move(current);
   for (const controller::OtherCaller& caller : report.other_callers) {
+    if (warned_other_callers_.size() >= kMaxWarnedOtherCallers) {
+      warned_other_callers_.clear();  // told again, rather than remembered without end
+    }
     if (warned_other_callers_.insert(caller.Describe()).second) {
-      log_(LogLevel::kWarning,
-           secret_object + ": the re-issued server certificate no longer names " + caller.host +
-               ", which " + caller.object + " " + caller.field + " (" + caller.webhook +
-               ") calls with this Secret's CA in its caBundle: that webhook's calls now fail "
-               "the API server's TLS check (give it a Secret of its own)");
+      log_(LogLevel::kWarning, controller::BrokenCallerWarning(caller, secret_object));
     }
   }
   if (report.other_callers_not_looked) {
-    const std::string line =
-        "the server certificate dropped names; webhooks outside the targets that may call them "
-        "could not be looked for: " +
-        report.other_callers_not_looked->message();
-    // Not allowed to list webhook configurations is the chart's least privilege, not a fault.
-    if (report.other_callers_not_looked->code() == ErrorCode::kPermissionDenied) {
-      log_(LogLevel::kDebug, line);
+    const auto notice =
+        controller::NoticeOfNotLooked(*report.other_callers_not_looked, secret_object);
+    if (notice.refused) {
+      log_(LogLevel::kDebug, notice.line);
     } else {
-      WarnRateLimited("other-callers", line);
+      WarnRateLimited("other-callers", notice.line);
     }
   }
   metrics_.rotation_phase.Set({secret}, static_cast<double>(report.rotation));

@@ -46,4 +46,16 @@ OtherCallersLook FindOtherCallers(kube::Client& client, const TargetSelection& t
 // The callers as one clause each, joined by "; ".
 std::string DescribeOtherCallers(const std::vector<OtherCaller>& callers);
 
+// The warning for an entry that the server certificate of `secret_object`, re-issued without
+// the name it calls, now breaks.
+std::string BrokenCallerWarning(const OtherCaller& caller, const std::string& secret_object);
+
+// What to say when the look could not be made. `refused` (403): certctl may not list webhook
+// configurations, the chart's least privilege rather than a fault, worth a debug line only.
+struct NotLookedNotice {
+  std::string line;
+  bool refused;
+};
+NotLookedNotice NoticeOfNotLooked(const Error& not_looked, const std::string& secret_object);
+
 }  // namespace certctl::controller

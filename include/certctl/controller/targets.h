@@ -58,6 +58,11 @@ struct ResolvedTargets {
 // objects without a proper metadata.name, are errors.
 Result<ResolvedTargets> ResolveTargets(kube::Client& client, const TargetSelection& selection);
 
+// The Validating, then the Mutating, webhook configurations a --webhook-selector selects: one
+// LIST of each kind. Listed objects without a proper metadata.name are errors.
+Result<std::vector<TargetObject>> ListSelectedWebhookConfigurations(kube::Client& client,
+                                                                    std::string_view selector);
+
 // The caBundles the selected targets hold now, each named by its object: where the CA of a
 // damaged ca.crt may still be found (EnsureSecret's known bundles). What cannot be read is
 // left out: this only ever saves a CA, it decides nothing else.

@@ -140,6 +140,43 @@ TEST(FindOtherCallers, AForbiddenListIsNotLookedAndNoFailure) {
   EXPECT_EQ(client.ReadCount(), 1);  // tried once, not again
 }
 
+TEST(FindOtherCallers, TheSelectorsConfigurationsAreTheTargetsToo) {
+  const Cas cas;
+  FakeClient client;
+  Json selected = CallingHookA("selected-webhook", cas.secret);
+  selected["metadata"]["labels"] = {{"certctl.io/inject", "true"}};
+  client.Put(kube::kValidatingWebhookConfigurations, selected);
+  client.Put(kube::kValidatingWebhookConfigurations, CallingHookA("demo-webhook", cas.secret));
+  TargetSelection targets;
+  targets.webhook_selector = "certctl.io/inject=true";
+
+  const OtherCallersLook look = Find(client, targets, cas.secret);
+
+  ASSERT_FALSE(look.not_looked) << look.not_looked->message();
+  ASSERT_EQ(look.found.size(), 1U);
+  EXPECT_EQ(look.found[0].object, "validatingwebhookconfiguration/demo-webhook");
+}
+
+TEST(OtherCallerNotices, TheWarningNamesTheSecretTheEntryAndTheDroppedName) {
+  const OtherCaller caller{"validatingwebhookconfiguration/demo-webhook", "webhooks[0]",
+                           "v.demo.io", "hook-a.demo.svc"};
+  EXPECT_EQ(BrokenCallerWarning(caller, "secret/demo/webhook-server-cert"),
+            "the server certificate in secret/demo/webhook-server-cert no longer names "
+            "hook-a.demo.svc, which validatingwebhookconfiguration/demo-webhook webhooks[0] "
+            "(v.demo.io) calls with this Secret's CA in its caBundle: that webhook's calls now "
+            "fail the API server's TLS check (give it a Secret of its own)");
+}
+
+TEST(OtherCallerNotices, AForbiddenLookIsOnlyRefusedAndAnyOtherFailureIsNot) {
+  const auto refused = NoticeOfNotLooked(Error(ErrorCode::kPermissionDenied, "forbidden"),
+                                         "secret/demo/webhook-server-cert");
+  EXPECT_TRUE(refused.refused);
+  EXPECT_THAT(refused.line, HasSubstr("secret/demo/webhook-server-cert dropped names"));
+  EXPECT_THAT(refused.line, HasSubstr("could not be looked for: forbidden"));
+  EXPECT_FALSE(
+      NoticeOfNotLooked(Error(ErrorCode::kUnavailable, "connection refused"), "s").refused);
+}
+
 // --- EnsureSecret asks only when a new leaf drops names --------------------------------------
 
 SecretSpec Spec(const std::string& service) {
