@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Runs every test: the unit tests in an optimised build and again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, a bounded run of every fuzz target, the release of the
-# project's version (scripts/release.sh: static executables for amd64 and arm64, images,
-# chart, SBOMs), then the end-to-end tests. Installs what is missing first. Ends with the
-# wall time of each stage.
+# UndefinedBehaviorSanitizer, a bounded run of every fuzz target beside the quick form of the
+# peers benchmark (bench/peers/run.py --quick), the release of the project's version
+# (scripts/release.sh: static executables for amd64 and arm64, images, chart, SBOMs), then
+# the end-to-end tests. Installs what is missing first. Ends with the wall time of each
+# stage.
 # Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers, no fuzzing,
-#                                     no release)
-# Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 20; 0 skips fuzzing).
+#                                     no peers benchmark, no release)
+# Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 20; 0 skips fuzzing,
+#                              not the peers benchmark).
 #                              Short, because each run starts from the corpus the previous
 #                              ones grew (scripts/fuzz.sh keeps it in CERTCTL_CACHE_DIR)
 #        CERTCTL_CACHE_DIR     caches kept between runs, outside the clone (default
@@ -64,9 +66,34 @@ for preset in "${presets[@]}"; do
   stage "unit tests ($preset)" ctest --preset "$preset"
 done
 
+if [[ -x e2e/run.sh ]]; then
+  # The real API server of the end-to-end tests and the peers benchmark: built once per
+  # machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few
+  # seconds after that.
+  stage "control plane (kube-apiserver, etcd)" scripts/kube-up.sh --build
+fi
+
+# The peers benchmark's quick form (bench/peers/run.py --quick): every step still runs
+# against each peer; its figures are not the report's (bench/peers/README.md). It runs
+# beside the fuzzing, which is bounded by time rather than work, so the two cost the longer
+# of them; the fuzz targets get fewer executions for it.
+fuzz_and_peers() {
+  local log=build/peers-quick.log peers
+  /usr/bin/python3 bench/peers/run.py --quick --certctl build/ci/certctl >"$log" 2>&1 &
+  peers=$!
+  if [[ $fuzz_seconds != 0 ]]; then
+    scripts/fuzz.sh "$fuzz_seconds" || { kill "$peers" 2>/dev/null; return 1; }
+  fi
+  if ! wait "$peers"; then
+    tail -n 60 "$log"
+    echo "test: bench/peers/run.py --quick failed (the whole log: $log)" >&2
+    return 1
+  fi
+  sed -n '/^# certctl beside its peers/,$p' "$log"
+}
 fuzz_seconds=${CERTCTL_FUZZ_SECONDS:-20}
-if ! $quick && [[ $fuzz_seconds != 0 ]]; then
-  stage "fuzzing (${fuzz_seconds}s per target)" scripts/fuzz.sh "$fuzz_seconds"
+if ! $quick; then
+  stage "fuzzing (${fuzz_seconds}s per target), peers benchmark (quick)" fuzz_and_peers
 fi
 
 # The release (skipped by --quick): the static executables for amd64 and arm64, built once
@@ -79,8 +106,5 @@ if ! $quick; then
 fi
 
 if [[ -x e2e/run.sh ]]; then
-  # The real API server of the end-to-end tests: built once per machine and cached
-  # (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few seconds after that.
-  stage "control plane (kube-apiserver, etcd)" scripts/kube-up.sh --build
   stage "end-to-end tests" e2e/run.sh build/ci/certctl
 fi
