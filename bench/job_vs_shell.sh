@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
-# Whole-run timing on the Kubernetes API emulator: `certctl job` against the classic shell hook
-# (bench/shell_hook.sh: openssl + kubectl), each on a fresh cluster state (no Secret, empty
-# caBundles; reset before every run, not timed) and in steady state (everything already
-# valid). Medians and ratios from hyperfine. Usage: bench/job_vs_shell.sh [RUNS]
+# Whole-run timing: `certctl job` against the classic shell hook (bench/shell_hook.sh: openssl
+# + kubectl), each on a fresh cluster state (no Secret, empty caBundles; reset before every
+# run, not timed) and in steady state (everything already valid). Medians and ratios from
+# hyperfine. On the Kubernetes API emulator, or with --real on a real kube-apiserver and etcd
+# (scripts/kube-up.sh). Usage: bench/job_vs_shell.sh [--real] [RUNS]
+# Env: CERTCTL_BINARY  the certctl to time (default: the release preset, built here), e.g.
+#                      the static executable the image ships (scripts/build-static.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+real=false
+[[ ${1:-} == --real ]] && { real=true; shift; }
 runs=${1:-10}
 source scripts/lib/emulator.sh
 
 scripts/setup.sh
-cmake --preset release >/dev/null
-cmake --build --preset release --target certctl >/dev/null
-certctl=$PWD/build/release/certctl
+if [[ -n ${CERTCTL_BINARY:-} ]]; then
+  certctl=$(realpath "$CERTCTL_BINARY")
+else
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target certctl >/dev/null
+  certctl=$PWD/build/release/certctl
+fi
 
 work=$(mktemp -d)
-trap 'stop_emulator; rm -rf "$work"' EXIT
-start_emulator "$work/emulator" >/dev/null
+if $real; then
+  trap 'scripts/kube-up.sh --down "$work/kube" >/dev/null; rm -rf "$work"' EXIT
+  eval "$(scripts/kube-up.sh "$work/kube" | tail -n 1)"
+  export KUBECACHEDIR=$work/kubecache
+else
+  trap 'stop_emulator; rm -rf "$work"' EXIT
+  start_emulator "$work/emulator" >/dev/null
+fi
 
 ns=bench service=hook secret=webhook-server-cert
 kubectl create namespace $ns >/dev/null
