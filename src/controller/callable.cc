@@ -179,6 +179,68 @@ std::vector<Finding> CallFindings(const std::vector<TargetObject>& targets,
   return findings;
 }
 
+Result<ServiceReach> JudgeServiceReach(const kube::Json* service, const kube::Json* slices,
+                                       std::int64_t port, const std::string& object) {
+  ServiceReach reach;
+  if (service == nullptr) {
+    reach.problem = FindingCode::kServiceMissing;
+    reach.detail = "does not exist";
+    return reach;
+  }
+  auto type = kube::OptionalString(*service, "/spec/type", object);
+  if (!type) {
+    return Fail(type.error());
+  }
+  // An ExternalName Service is a DNS alias: it has no ports or endpoints of its own.
+  if (type->value_or("") == "ExternalName") {
+    return reach;
+  }
+  auto service_ports = kube::OptionalArray(*service, "/spec/ports", object);
+  if (!service_ports) {
+    return Fail(service_ports.error());
+  }
+  // port -> its name, for the EndpointSlices.
+  std::map<std::int64_t, std::string> exposed;
+  if (*service_ports != nullptr) {
+    for (const kube::Json& service_port : **service_ports) {
+      auto number = kube::OptionalInteger(service_port, "/port", object);
+      auto port_name = kube::OptionalString(service_port, "/name", object);
+      if (!number || !port_name) {
+        return Fail(!number ? number.error() : port_name.error());
+      }
+      if (*number) {
+        exposed[**number] = port_name->value_or("");
+      }
+    }
+  }
+  if (exposed.count(port) == 0) {
+    reach.problem = FindingCode::kServicePortMissing;
+    reach.detail = "has no port " + std::to_string(port) + " (" +
+                   (exposed.empty() ? std::string("it has none") : "it has " + PortList(exposed)) +
+                   ")";
+    return reach;
+  }
+  if (slices == nullptr) {
+    reach.needs_slices = true;
+    return reach;
+  }
+  int ready = 0;
+  for (const kube::Json& slice : *slices) {
+    auto count = ReadyEndpoints(slice, exposed[port], "endpointslice of " + object);
+    if (!count) {
+      return Fail(count.error());
+    }
+    ready += count->ready;
+    reach.malformed += count->malformed;
+  }
+  if (ready == 0) {
+    reach.problem = FindingCode::kNoReadyEndpoints;
+    reach.detail =
+        "has no ready endpoint for port " + std::to_string(port) + " (no EndpointSlice lists one)";
+  }
+  return reach;
+}
+
 Status CheckServices(kube::Client& client, CheckReport& report) {
   // Every status calling one Service, by Service; then by port within it.
   std::map<std::pair<std::string, std::string>, std::map<std::int64_t, std::vector<TargetStatus*>>>
@@ -193,6 +255,14 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
     report.notes.push_back("could not read " + what + " (" + error.message() +
                            "), so whether the API server can reach it was not checked");
   };
+  const auto fail_callers = [](const std::vector<TargetStatus*>& callers) {
+    for (TargetStatus* caller : callers) {
+      caller->ok = false;
+    }
+  };
+  const auto plural = [](const std::vector<TargetStatus*>& callers) {
+    return callers.size() == 1 ? "s" : "";
+  };
   for (auto& [key, ports] : services) {
     const auto& [ns, name] = key;
     const std::string object = "service/" + ns + "/" + name;
@@ -200,11 +270,6 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
     for (auto& [port, callers] : ports) {
       all_callers.insert(all_callers.end(), callers.begin(), callers.end());
     }
-    const auto fail_callers = [](const std::vector<TargetStatus*>& callers) {
-      for (TargetStatus* caller : callers) {
-        caller->ok = false;
-      }
-    };
     auto service = client.Get(kube::kServices, ns, name);
     if (!service) {
       if (service.error().code() == ErrorCode::kPermissionDenied) {
@@ -217,101 +282,66 @@ Status CheckServices(kube::Client& client, CheckReport& report) {
       return Fail(service.error().Wrap("get " + object));
     }
     if (!service->has_value()) {
-      report.call_findings.push_back({FindingCode::kServiceMissing, object,
-                                      "does not exist; " + Callers(all_callers) + " call" +
-                                          (all_callers.size() == 1 ? "s" : "") + " it"});
+      report.call_findings.push_back(
+          {FindingCode::kServiceMissing, object,
+           "does not exist; " + Callers(all_callers) + " call" + plural(all_callers) + " it"});
       fail_callers(all_callers);
       continue;
     }
-    const kube::Json& stored = **service;
-    auto type = kube::OptionalString(stored, "/spec/type", object);
-    if (!type) {
-      return Fail(type.error());
-    }
-    auto service_ports = kube::OptionalArray(stored, "/spec/ports", object);
-    if (!service_ports) {
-      return Fail(service_ports.error());
-    }
-    // port -> its name, for the EndpointSlices.
-    std::map<std::int64_t, std::string> exposed;
-    if (*service_ports != nullptr) {
-      for (const kube::Json& port : **service_ports) {
-        auto number = kube::OptionalInteger(port, "/port", object);
-        auto port_name = kube::OptionalString(port, "/name", object);
-        if (!number || !port_name) {
-          return Fail(!number ? number.error() : port_name.error());
-        }
-        if (*number) {
-          exposed[**number] = port_name->value_or("");
-        }
-      }
-    }
-    // An ExternalName Service is a DNS alias: it has no ports or endpoints of its own.
-    const bool external = type->value_or("") == "ExternalName";
-    std::vector<std::pair<std::int64_t, std::vector<TargetStatus*>*>> reachable_ports;
+    // The EndpointSlices are listed once, and only when a port called is there.
+    std::optional<kube::Json> slices;
+    bool slices_unread = false;
     for (auto& [port, callers] : ports) {
-      if (external) {
-        continue;
+      auto reach = JudgeServiceReach(&**service, nullptr, port, object);
+      if (!reach) {
+        return Fail(reach.error());
       }
-      if (exposed.count(port) == 0) {
-        report.call_findings.push_back(
-            {FindingCode::kServicePortMissing, object,
-             "has no port " + std::to_string(port) + " (" +
-                 (exposed.empty() ? std::string("it has none") : "it has " + PortList(exposed)) +
-                 "); " + Callers(callers) + " call" + (callers.size() == 1 ? "s" : "") + " port " +
-                 std::to_string(port)});
-        fail_callers(callers);
-        continue;
-      }
-      reachable_ports.emplace_back(port, &callers);
-    }
-    if (reachable_ports.empty()) {
-      continue;
-    }
-    kube::ListOptions options;
-    options.label_selector = "kubernetes.io/service-name=" + name;
-    auto slices = client.List(kube::kEndpointSlices, ns, options);
-    if (!slices) {
-      // Refused, or an API server that serves no EndpointSlices (404): not known, not failed.
-      if (slices.error().code() == ErrorCode::kPermissionDenied ||
-          slices.error().code() == ErrorCode::kNotFound) {
-        refused("the EndpointSlices of " + object, slices.error());
-        continue;
-      }
-      return Fail(slices.error().Wrap("list endpointslices of " + object));
-    }
-    auto items = kube::OptionalArray(*slices, "/items", "endpointslices of " + object);
-    if (!items) {
-      return Fail(items.error());
-    }
-    for (auto& [port, callers] : reachable_ports) {
-      int ready = 0;
-      int malformed = 0;
-      if (*items != nullptr) {
-        for (const kube::Json& slice : **items) {
-          auto count = ReadyEndpoints(slice, exposed[port], "endpointslice of " + object);
-          if (!count) {
-            return Fail(count.error());
+      if (reach->needs_slices && !slices && !slices_unread) {
+        kube::ListOptions options;
+        options.label_selector = "kubernetes.io/service-name=" + name;
+        auto listed = client.List(kube::kEndpointSlices, ns, options);
+        if (!listed) {
+          // Refused, or an API server that serves no EndpointSlices (404): not known, not
+          // failed.
+          if (listed.error().code() != ErrorCode::kPermissionDenied &&
+              listed.error().code() != ErrorCode::kNotFound) {
+            return Fail(listed.error().Wrap("list endpointslices of " + object));
           }
-          ready += count->ready;
-          malformed += count->malformed;
+          refused("the EndpointSlices of " + object, listed.error());
+          slices_unread = true;
+        } else {
+          auto items = kube::OptionalArray(*listed, "/items", "endpointslices of " + object);
+          if (!items) {
+            return Fail(items.error());
+          }
+          slices = *items != nullptr ? **items : kube::Json::array();
         }
       }
-      if (malformed > 0) {
-        report.notes.push_back(std::to_string(malformed) +
-                               (malformed == 1 ? " endpoint of " : " endpoints of ") + object +
-                               (malformed == 1 ? " has" : " have") +
+      if (reach->needs_slices && slices) {
+        reach = JudgeServiceReach(&**service, &*slices, port, object);
+        if (!reach) {
+          return Fail(reach.error());
+        }
+      }
+      if (reach->malformed > 0) {
+        report.notes.push_back(std::to_string(reach->malformed) +
+                               (reach->malformed == 1 ? " endpoint of " : " endpoints of ") +
+                               object + (reach->malformed == 1 ? " has" : " have") +
                                " a conditions.ready that is not true or false; counted as "
                                "not ready");
       }
-      if (ready == 0) {
-        report.call_findings.push_back(
-            {FindingCode::kNoReadyEndpoints, object,
-             "has no ready endpoint for port " + std::to_string(port) +
-                 " (no EndpointSlice lists one), so the API server's calls from " +
-                 Callers(*callers) + " cannot connect"});
-        fail_callers(*callers);
+      if (!reach->problem) {
+        continue;
       }
+      std::string message = reach->detail;
+      if (*reach->problem == FindingCode::kServicePortMissing) {
+        message +=
+            "; " + Callers(callers) + " call" + plural(callers) + " port " + std::to_string(port);
+      } else {
+        message += ", so the API server's calls from " + Callers(callers) + " cannot connect";
+      }
+      report.call_findings.push_back({*reach->problem, object, message});
+      fail_callers(callers);
     }
   }
   return {};

@@ -160,74 +160,24 @@ class RestClient final : public Client {
 
   Result<Json> List(const ResourceType& type, std::string_view ns,
                     const ListOptions& options) override {
-    const std::string what = Describe("list", type, ns, "");
     Json items = Json::array();
     std::string resource_version;
-    std::string continue_token;
-    std::set<std::string> seen_tokens;
-    std::size_t bytes = 0;
-    for (int page = 0;; ++page) {
-      if (page == kMaxListPages) {
-        return Fail(ErrorCode::kBadResponse, what + ": the server kept sending continue tokens " +
-                                                 "after " + std::to_string(kMaxListPages) +
-                                                 " pages");
+    auto listed = Paged(type, ns, options, kMaxListBytes, resource_version, [&](Json& page) {
+      for (Json& item : page) {
+        items.push_back(std::move(item));
       }
-      Query query;
-      if (options.page_size > 0) {
-        query.Add("limit", std::to_string(options.page_size));
-      }
-      query.AddIfSet("continue", continue_token)
-          .AddIfSet("labelSelector", options.label_selector)
-          .AddIfSet("fieldSelector", options.field_selector);
-      auto response = Execute(NewRequest("GET", CollectionPath(type, ns) + query.str()),
-                              Safety::kRepeatable, what);
-      if (!response) {
-        return Fail(response.error());
-      }
-      if (!IsSuccess(response->status)) {
-        return Fail(ErrorFromResponse(*response, what));
-      }
-      bytes += response->body.size();
-      if (bytes > kMaxListBytes) {
-        return Fail(ErrorCode::kBadResponse, what + ": the list is larger than " +
-                                                 std::to_string(kMaxListBytes / (1024 * 1024)) +
-                                                 " MiB");
-      }
-      auto page_object = DecodeObject(*response, what);
-      if (!page_object) {
-        return Fail(page_object.error());
-      }
-      auto page_items = OptionalArray(*page_object, "/items", what);
-      if (!page_items) {
-        return Fail(page_items.error());
-      }
-      if (*page_items != nullptr) {
-        for (const Json& item : **page_items) {
-          if (!item.is_object()) {
-            return Fail(ErrorCode::kBadResponse, what + ": an item of the list is not an object");
-          }
-          items.push_back(item);
-        }
-      }
-      auto version = OptionalString(*page_object, "/metadata/resourceVersion", what);
-      auto next = OptionalString(*page_object, "/metadata/continue", what);
-      if (!version || !next) {
-        return Fail(!version ? version.error() : next.error());
-      }
-      if (resource_version.empty()) {
-        resource_version = version->value_or("");
-      }
-      continue_token = next->value_or("");
-      if (continue_token.empty()) {
-        break;
-      }
-      // A token seen before would page through the same results again, forever.
-      if (!seen_tokens.insert(continue_token).second) {
-        return Fail(ErrorCode::kBadResponse,
-                    what + ": the server repeated a continue token it had sent before");
-      }
+      return Status{};
+    });
+    if (!listed) {
+      return Fail(listed.error());
     }
     return Json{{"items", std::move(items)}, {"metadata", {{"resourceVersion", resource_version}}}};
+  }
+
+  Status ListPages(const ResourceType& type, std::string_view ns, const ListOptions& options,
+                   const std::function<Status(Json& items)>& on_page) override {
+    std::string resource_version;
+    return Paged(type, ns, options, 0, resource_version, on_page);
   }
 
   Result<Json> Create(const ResourceType& type, std::string_view ns, const Json& object) override {
@@ -385,6 +335,83 @@ class RestClient final : public Client {
   }
 
  private:
+  // Follows continue tokens to the end, handing each page's items to `on_page`; with
+  // `max_bytes`, a list whose pages add up to more is refused.
+  Status Paged(const ResourceType& type, std::string_view ns, const ListOptions& options,
+               std::size_t max_bytes, std::string& resource_version,
+               const std::function<Status(Json& items)>& on_page) {
+    const std::string what = Describe("list", type, ns, "");
+    std::string continue_token;
+    std::set<std::string> seen_tokens;
+    std::size_t bytes = 0;
+    for (int page = 0;; ++page) {
+      if (page == kMaxListPages) {
+        return Fail(ErrorCode::kBadResponse, what + ": the server kept sending continue tokens " +
+                                                 "after " + std::to_string(kMaxListPages) +
+                                                 " pages");
+      }
+      Query query;
+      if (options.page_size > 0) {
+        query.Add("limit", std::to_string(options.page_size));
+      }
+      query.AddIfSet("continue", continue_token)
+          .AddIfSet("labelSelector", options.label_selector)
+          .AddIfSet("fieldSelector", options.field_selector);
+      auto response = Execute(NewRequest("GET", CollectionPath(type, ns) + query.str()),
+                              Safety::kRepeatable, what);
+      if (!response) {
+        return Fail(response.error());
+      }
+      if (!IsSuccess(response->status)) {
+        return Fail(ErrorFromResponse(*response, what));
+      }
+      bytes += response->body.size();
+      if (max_bytes > 0 && bytes > max_bytes) {
+        return Fail(ErrorCode::kBadResponse, what + ": the list is larger than " +
+                                                 std::to_string(max_bytes / (1024 * 1024)) +
+                                                 " MiB");
+      }
+      auto page_object = DecodeObject(*response, what);
+      if (!page_object) {
+        return Fail(page_object.error());
+      }
+      auto page_items = OptionalArray(*page_object, "/items", what);
+      if (!page_items) {
+        return Fail(page_items.error());
+      }
+      Json items = Json::array();
+      if (*page_items != nullptr) {
+        for (const Json& item : **page_items) {
+          if (!item.is_object()) {
+            return Fail(ErrorCode::kBadResponse, what + ": an item of the list is not an object");
+          }
+        }
+        items = std::move((*page_object)["items"]);
+      }
+      auto version = OptionalString(*page_object, "/metadata/resourceVersion", what);
+      auto next = OptionalString(*page_object, "/metadata/continue", what);
+      if (!version || !next) {
+        return Fail(!version ? version.error() : next.error());
+      }
+      if (resource_version.empty()) {
+        resource_version = version->value_or("");
+      }
+      if (auto taken = on_page(items); !taken) {
+        return taken;
+      }
+      continue_token = next->value_or("");
+      if (continue_token.empty()) {
+        break;
+      }
+      // A token seen before would page through the same results again, forever.
+      if (!seen_tokens.insert(continue_token).second) {
+        return Fail(ErrorCode::kBadResponse,
+                    what + ": the server repeated a continue token it had sent before");
+      }
+    }
+    return {};
+  }
+
   // Whether a request may be sent again after a transient failure (see Client).
   enum class Safety {
     kRepeatable,  // reads and guarded writes: retried after any transient failure

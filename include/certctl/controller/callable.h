@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -39,6 +40,21 @@ std::vector<Finding> CallFindings(const std::vector<TargetObject>& targets,
 // How findings name an entry: "webhooks[1] (check.example.com)", "spec.conversion.webhook",
 // "spec.service".
 std::string EntryLabel(const inject::CalledEndpoint& endpoint);
+
+// What the API server meets dialling port `port` of a Service, judged from what was read:
+// `service` as stored (nullptr: it does not exist) and the items of its EndpointSlices
+// (nullptr: not read, so readiness is not judged). The one place that decides whether a
+// Service call can connect, for `check`, the failure-policy gate and `audit`.
+struct ServiceReach {
+  // kServiceMissing, kServicePortMissing or kNoReadyEndpoints; none when the call connects
+  // (or, slices unread, may).
+  std::optional<FindingCode> problem;
+  std::string detail;         // "does not exist", "has no port 8443 (it has 443)", ...
+  bool needs_slices = false;  // the port is there and readiness was not judged
+  int malformed = 0;          // endpoints whose conditions.ready is neither true nor false
+};
+Result<ServiceReach> JudgeServiceReach(const kube::Json* service, const kube::Json* slices,
+                                       std::int64_t port, const std::string& object);
 
 // Reads what the API server would dial for every target status of `report` that calls a
 // Service (GET of the Service, LIST of its EndpointSlices): a Service that does not exist,

@@ -92,6 +92,18 @@ class Client {
   // The whole list: {"items": [...], "metadata": {"resourceVersion": "..."}}.
   virtual Result<Json> List(const ResourceType& type, std::string_view ns,
                             const ListOptions& options) = 0;
+  // The same list a page at a time (at most options.page_size items each, an array), so a
+  // caller that keeps little of a long list never holds all of it; an error `on_page`
+  // returns ends the listing. Doubles that list at once may leave this as it is: one page.
+  virtual Status ListPages(const ResourceType& type, std::string_view ns,
+                           const ListOptions& options,
+                           const std::function<Status(Json& items)>& on_page) {
+    auto list = List(type, ns, options);
+    if (!list) {
+      return Fail(list.error());
+    }
+    return on_page((*list)["items"]);
+  }
   virtual Result<Json> Create(const ResourceType& type, std::string_view ns,
                               const Json& object) = 0;
   // Replaces object `name`; metadata.resourceVersion in `object` makes it conditional. The
