@@ -11,6 +11,7 @@
 #include "certctl/util/clock.h"
 #include "certctl/util/environment.h"
 
+#include "cli/audit.h"
 #include "cli/check.h"
 #include "cli/exit_codes.h"
 #include "cli/flags.h"
@@ -96,6 +97,7 @@ int Main(const std::string& program, int argc, char** argv) {
 
   GenerateOptions generate;
   CheckOptions check;
+  AuditOptions audit;
   WaitOptions wait;
   VersionOptions version;
   JobOptions job;
@@ -107,6 +109,7 @@ int Main(const std::string& program, int argc, char** argv) {
   CLI::App* job_command = AddJobCommand(app, job);
   CLI::App* run_command = AddRunCommand(app, run);
   CLI::App* rotate_command = AddRotateCommand(app, rotate);
+  CLI::App* audit_command = AddAuditCommand(app, audit);
   CLI::App* version_command = AddVersionCommand(app, version);
 
   try {
@@ -123,7 +126,8 @@ int Main(const std::string& program, int argc, char** argv) {
 
   if (auto configured = SetupLogging(logging); !configured) {
     std::cerr << program << ": " << configured.error().message() << "\n";
-    if (check_command->parsed() && check.output == "json") {
+    if ((check_command->parsed() && check.output == "json") ||
+        (audit_command->parsed() && audit.output == "json")) {
       PrintCheckError(configured.error().message());
     }
     return kExitUsage;
@@ -141,6 +145,9 @@ int Main(const std::string& program, int argc, char** argv) {
   }
   if (check_command->parsed()) {
     return RunCheck(check, command, env, clock);
+  }
+  if (audit_command->parsed()) {
+    return RunAudit(audit, command, env, clock);
   }
   if (wait_command->parsed()) {
     return RunWait(wait, command, clock);

@@ -27,11 +27,11 @@ int CouldNotRun(const std::string& command, const std::string& message, const st
 }  // namespace
 
 bool CheckWantsJson(int argc, char** argv) {
-  bool in_check = false;
+  bool in_command = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (!in_check) {
-      in_check = arg == "check";
+    if (!in_command) {
+      in_command = arg == "check" || arg == "audit";
       continue;
     }
     if (arg == "--") {

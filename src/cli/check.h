@@ -33,9 +33,9 @@ struct CheckOptions {
 
 CLI::App* AddCheckCommand(CLI::App& app, CheckOptions& options);
 
-// Whether a command line that failed to parse asked `check` for JSON (`-o json`, `-ojson`,
-// `--output json`, `--output=json` after the word check): its usage error is then a JSON
-// document on stdout too.
+// Whether a command line that failed to parse asked `check` or `audit` for JSON (`-o json`,
+// `-ojson`, `--output json`, `--output=json` after the command): its usage error is then a
+// JSON document on stdout too.
 bool CheckWantsJson(int argc, char** argv);
 
 // With -o json: the document for an error that stopped the check, {"ok": false, "error"}.

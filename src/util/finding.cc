@@ -6,7 +6,7 @@
 namespace certctl {
 namespace {
 
-constexpr std::array<std::pair<FindingCode, std::string_view>, 21> kNames = {{
+constexpr std::array<std::pair<FindingCode, std::string_view>, 29> kNames = {{
     {FindingCode::kMissing, "missing"},
     {FindingCode::kUnparsable, "unparsable"},
     {FindingCode::kExpired, "expired"},
@@ -28,6 +28,14 @@ constexpr std::array<std::pair<FindingCode, std::string_view>, 21> kNames = {{
     {FindingCode::kServicePortMissing, "service-port-missing"},
     {FindingCode::kNoReadyEndpoints, "no-ready-endpoints"},
     {FindingCode::kRotationStateInvalid, "rotation-state-invalid"},
+    {FindingCode::kCaBundleUnparsable, "ca-bundle-unparsable"},
+    {FindingCode::kCaBundleExpired, "ca-bundle-expired"},
+    {FindingCode::kCaBundleExpiringSoon, "ca-bundle-expiring-soon"},
+    {FindingCode::kCaBundleMissing, "ca-bundle-missing"},
+    {FindingCode::kSelfDeadlock, "self-deadlock"},
+    {FindingCode::kTimeoutsAddUp, "timeouts-add-up"},
+    {FindingCode::kHandshakeFailed, "handshake-failed"},
+    {FindingCode::kServingCertExpiringSoon, "serving-cert-expiring-soon"},
 }};
 
 }  // namespace

@@ -55,6 +55,26 @@ WebhookEntry& WebhookEntry::FailurePolicy(const std::string& policy) {
   return *this;
 }
 
+WebhookEntry& WebhookEntry::Rules(Json rules) {
+  entry_["rules"] = std::move(rules);
+  return *this;
+}
+
+WebhookEntry& WebhookEntry::TimeoutSeconds(int seconds) {
+  entry_["timeoutSeconds"] = seconds;
+  return *this;
+}
+
+WebhookEntry& WebhookEntry::NamespaceSelector(Json selector) {
+  entry_["namespaceSelector"] = std::move(selector);
+  return *this;
+}
+
+WebhookEntry& WebhookEntry::ObjectSelector(Json selector) {
+  entry_["objectSelector"] = std::move(selector);
+  return *this;
+}
+
 Json WebhookEntry::Build() const { return entry_; }
 
 Json WebhookConfiguration(const std::string& name, std::vector<Json> webhooks, Json labels) {

@@ -27,6 +27,11 @@ class WebhookEntry {
   // clientConfig.caBundle exactly as given: "" or text that is not base64 included.
   WebhookEntry& RawBundle(const std::string& field);
   WebhookEntry& FailurePolicy(const std::string& policy);
+  // rules[] as given, e.g. {{"operations", {"CREATE"}}, {"apiGroups", {""}}, ...}.
+  WebhookEntry& Rules(nlohmann::json rules);
+  WebhookEntry& TimeoutSeconds(int seconds);
+  WebhookEntry& NamespaceSelector(nlohmann::json selector);
+  WebhookEntry& ObjectSelector(nlohmann::json selector);
 
   nlohmann::json Build() const;
   operator nlohmann::json() const { return Build(); }  // NOLINT: builder reads as the object

@@ -148,3 +148,28 @@ def test_kubeconfig_and_context_flags_go_after_the_plugin_name(kubectl_plugin, c
     # As admin the Secret is readable and simply absent.
     assert after.returncode == 1, after.stdout + after.stderr
     assert f"secret/{NS}/not-mine: does not exist [missing]" in after.stdout
+
+
+def test_audit_as_a_plugin_reads_every_webhook(kubectl_plugin, cluster, setup):
+    cluster.add_user("auditor", [
+        {"verbs": ["list"], "apiGroups": ["admissionregistration.k8s.io"],
+         "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
+        {"verbs": ["list"], "apiGroups": ["apiextensions.k8s.io"],
+         "resources": ["customresourcedefinitions"]},
+        {"verbs": ["list"], "apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"]},
+        {"verbs": ["list"], "apiGroups": [""], "resources": ["services"]},
+        {"verbs": ["list"], "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]}])
+    cluster.reset_request_log()
+
+    audited = kubectl_plugin("certctl", "audit", "-o", "json", user="auditor")
+
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    report = json.loads(audited.stdout)
+    assert report["ok"] is True and report["findings"] == []
+    assert [(o["name"], o["calls"]) for o in report["objects"]] == \
+        [("hook-validating", f"hook.{NS}.svc")]
+    assert cluster.writes() == []
+
+    bad = kubectl_plugin("certctl", "audit", "--fail-on", "everything", user="auditor")
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("kubectl certctl audit: "), bad.stderr

@@ -34,6 +34,15 @@ enum class FindingCode {
   // A rotation annotation certctl does not act on as it stands (an unknown value, a phase the
   // Secret's content does not match, a time beyond the overlap): ignored or clamped.
   kRotationStateInvalid,
+  // `certctl audit`, about any webhook in the cluster (SPEC 9a):
+  kCaBundleUnparsable,      // a caBundle that holds no certificate that parses
+  kCaBundleExpired,         // every certificate of a caBundle has expired
+  kCaBundleExpiringSoon,    // every certificate of a caBundle ends within --renew-before
+  kCaBundleMissing,         // a Service entry without a caBundle
+  kSelfDeadlock,            // Fail, and it intercepts the creation of its own pods
+  kTimeoutsAddUp,           // one operation waits on webhooks for more than 30 s
+  kHandshakeFailed,         // the TLS handshake the API server would make fails
+  kServingCertExpiringSoon  // the certificate a webhook serves ends within --renew-before
 };
 
 std::string_view FindingCodeName(FindingCode code);

@@ -26,7 +26,7 @@ TEST(Usage, MissingSubcommandAndUnknownSubcommandExitTwo) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err,
             "certctl: a command is required: one of generate, check, wait, job, run, rotate, "
-            "version (see 'certctl --help')\n");
+            "audit, version (see 'certctl --help')\n");
   const auto unknown = RunCertctl({"frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err, "certctl: unknown command \"frobnicate\" (see 'certctl --help')\n");

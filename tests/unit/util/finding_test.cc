@@ -14,7 +14,7 @@ TEST(FindingCode, NamesAreStableKebabCaseAndRoundTrip) {
   EXPECT_EQ(FindingCodeName(FindingCode::kNotYetValid), "not-yet-valid");
   EXPECT_EQ(FindingCodeName(FindingCode::kCaBundleMismatch), "ca-bundle-mismatch");
   std::set<std::string_view> seen;
-  for (int i = 0; i <= static_cast<int>(FindingCode::kRotationStateInvalid); ++i) {
+  for (int i = 0; i <= static_cast<int>(FindingCode::kServingCertExpiringSoon); ++i) {
     const auto code = static_cast<FindingCode>(i);
     const std::string_view name = FindingCodeName(code);
     EXPECT_NE(name, "unknown");

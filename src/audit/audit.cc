@@ -1,0 +1,367 @@
+#include "certctl/audit/audit.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "certctl/controller/callable.h"
+#include "certctl/controller/targets.h"
+#include "certctl/inject/called_names.h"
+#include "certctl/inject/targets.h"
+#include "certctl/pki/certificate.h"
+#include "certctl/util/base64.h"
+#include "certctl/util/duration.h"
+#include "certctl/util/text.h"
+
+#include "audit/admission_rules.h"
+
+namespace certctl::audit {
+namespace {
+
+using inject::TargetKind;
+using ServiceKey = std::pair<std::string, std::string>;  // namespace, name
+
+constexpr int kPageSize = 500;
+// Names from the cluster are shown on one line and cut at this length.
+constexpr std::size_t kMaxShown = 256;
+
+// An entry while the audit goes on: its report, and what the later steps need of it.
+struct Pending {
+  AuditedEntry entry;
+  std::string object;  // "validatingwebhookconfiguration/x"
+  std::optional<inject::ServiceReference> service;
+  // An unreachable Service refuses every matching request under Fail (and every request
+  // routed to a conversion webhook or an APIService); under Ignore it only skips the check.
+  Severity unreachable = Severity::kCritical;
+};
+
+struct Inventory {
+  std::vector<Pending> entries;
+  std::vector<internal::AdmissionHook> hooks;
+  std::vector<std::string> notes;
+};
+
+void Add(Pending& pending, FindingCode code, Severity severity, std::string message) {
+  pending.entry.findings.push_back(
+      {code, severity, pending.object, pending.entry.entry, std::move(message)});
+}
+
+// "webhooks[1].clientConfig" -> "/webhooks/1/clientConfig/caBundle"; "spec" (an APIService)
+// -> "/spec/caBundle".
+std::string BundlePointer(const std::string& field) {
+  std::string pointer = "/";
+  for (char c : field) {
+    pointer += c == '.' || c == '[' ? '/' : c;
+  }
+  pointer.erase(std::remove(pointer.begin(), pointer.end(), ']'), pointer.end());
+  return pointer + "/caBundle";
+}
+
+// The caBundle of one entry: how many certificates, the earliest end, and its findings.
+void JudgeBundle(const kube::Json& object, const inject::CalledEndpoint& endpoint, TimePoint now,
+                 std::chrono::seconds renew_before, Pending& pending) {
+  const kube::Json::json_pointer pointer(BundlePointer(endpoint.field));
+  const kube::Json* field = object.contains(pointer) ? &object.at(pointer) : nullptr;
+  if (field == nullptr || field->is_null() || (field->is_string() && field->empty())) {
+    if (endpoint.service && endpoint.verified) {
+      Add(pending, FindingCode::kCaBundleMissing, Severity::kCritical,
+          "calls a Service with no caBundle: the API server trusts nothing for it, so every "
+          "call fails its TLS check");
+    }
+    return;  // a URL without a caBundle is verified against the API server's own roots
+  }
+  auto decoded = field->is_string()
+                     ? Base64Decode(field->get<std::string>())
+                     : Result<std::string>(Fail(ErrorCode::kInvalidArgument, "it is not a string"));
+  auto certificates = decoded ? pki::ParseCertificateBundle(*decoded)
+                              : Result<std::vector<pki::Certificate>>(Fail(decoded.error()));
+  if (!certificates) {
+    Add(pending, FindingCode::kCaBundleUnparsable, Severity::kCritical,
+        "the caBundle holds no certificate the API server can read (" +
+            OneLine(certificates.error().message(), kMaxShown) + ")");
+    return;
+  }
+  pending.entry.bundle_certificates = static_cast<int>(certificates->size());
+  std::optional<TimePoint> latest_valid;
+  for (const pki::Certificate& certificate : *certificates) {
+    const pki::CertificateInfo info = certificate.Info();
+    if (!pending.entry.bundle_not_after || info.not_after < *pending.entry.bundle_not_after) {
+      pending.entry.bundle_not_after = info.not_after;
+    }
+    if (info.not_before <= now && now < info.not_after &&
+        (!latest_valid || info.not_after > *latest_valid)) {
+      latest_valid = info.not_after;
+    }
+  }
+  if (!latest_valid) {
+    Add(pending, FindingCode::kCaBundleExpired, Severity::kCritical,
+        "no certificate of the caBundle is valid now (the earliest ended " +
+            FormatRfc3339(*pending.entry.bundle_not_after) +
+            "): every call fails the API server's TLS check");
+  } else if (*latest_valid - now < renew_before) {
+    Add(pending, FindingCode::kCaBundleExpiringSoon, Severity::kWarning,
+        "every certificate of the caBundle ends by " + FormatRfc3339(*latest_valid) + ", within " +
+            FormatDuration(renew_before) + "; calls fail from then on unless it is renewed");
+  }
+}
+
+std::string FailurePolicy(const kube::Json& webhook) {
+  const auto it = webhook.find("failurePolicy");
+  return it != webhook.end() && it->is_string() ? it->get<std::string>() : "Fail";
+}
+
+int TimeoutSeconds(const kube::Json& webhook) {
+  const auto it = webhook.find("timeoutSeconds");
+  return it != webhook.end() && it->is_number_integer() ? it->get<int>()
+                                                        : internal::kDefaultTimeoutSeconds;
+}
+
+// Judges what can be judged of one object on its own, and keeps what the later steps need.
+void Take(TargetKind kind, const kube::Json& object, TimePoint now,
+          std::chrono::seconds renew_before, Inventory& inventory) {
+  auto name = kube::ObjectName(object, "list " + std::string(inject::TargetKindName(kind)));
+  if (!name) {
+    inventory.notes.push_back(name.error().message());
+    return;
+  }
+  const std::string object_name = controller::TargetObjectName(kind, *name);
+  const bool webhooks = kind == TargetKind::kValidatingWebhookConfiguration ||
+                        kind == TargetKind::kMutatingWebhookConfiguration;
+  const kube::Json* entries = nullptr;
+  if (webhooks) {
+    const auto it = object.find("webhooks");
+    entries = it != object.end() && it->is_array() ? &*it : nullptr;
+  }
+  for (const inject::CalledEndpoint& endpoint : inject::ReadCalledEndpoints(kind, object)) {
+    Pending pending;
+    pending.object = object_name;
+    pending.entry.kind = std::string(inject::TargetKindName(kind));
+    pending.entry.name = *name;
+    pending.entry.entry = controller::EntryLabel(endpoint);
+    pending.entry.calls = endpoint.Calls();
+    pending.service = endpoint.service;
+    const kube::Json* webhook = entries != nullptr && endpoint.index < entries->size() &&
+                                        (*entries)[endpoint.index].is_object()
+                                    ? &(*entries)[endpoint.index]
+                                    : nullptr;
+    if (webhook != nullptr) {
+      pending.entry.failure_policy = FailurePolicy(*webhook);
+      pending.unreachable =
+          pending.entry.failure_policy == "Fail" ? Severity::kCritical : Severity::kWarning;
+    }
+    if (!endpoint.problem.empty()) {
+      Add(pending, FindingCode::kTargetInvalid, Severity::kCritical,
+          OneLine(endpoint.problem, kMaxShown));
+    } else {
+      JudgeBundle(object, endpoint, now, renew_before, pending);
+    }
+    if (webhook != nullptr) {
+      if (endpoint.service && pending.entry.failure_policy == "Fail" &&
+          internal::InterceptsPodCreation(*webhook, endpoint.service->ns)) {
+        Add(pending, FindingCode::kSelfDeadlock, Severity::kWarning,
+            "fails closed and intercepts the creation of Pods in " + endpoint.service->ns +
+                ", where its own Service is: once its pods are gone none can be created again "
+                "(exclude that namespace with a namespaceSelector, or use Ignore)");
+      }
+      inventory.hooks.push_back({object_name, pending.entry.entry,
+                                 kind == TargetKind::kMutatingWebhookConfiguration,
+                                 TimeoutSeconds(*webhook), internal::ReadRules(*webhook)});
+    }
+    inventory.entries.push_back(std::move(pending));
+  }
+}
+
+// Whether an object of `kind` calls anything: every webhook configuration, a CRD with a
+// Webhook conversion, an APIService with a Service (a local one is served by the API server).
+bool CallsOut(TargetKind kind, const kube::Json& object) {
+  if (kind == TargetKind::kCustomResourceDefinition) {
+    const kube::Json::json_pointer strategy("/spec/conversion/strategy");
+    return object.contains(strategy) && object.at(strategy) == "Webhook";
+  }
+  if (kind == TargetKind::kApiService) {
+    const kube::Json::json_pointer service("/spec/service");
+    return object.contains(service) && object.at(service).is_object();
+  }
+  return true;
+}
+
+// The Services the entries call and their EndpointSlices, a page at a time, keeping only
+// those. nullopt where the credentials may not read them.
+struct Reachability {
+  std::optional<std::map<ServiceKey, kube::Json>> services;
+  std::optional<std::map<ServiceKey, kube::Json>> slices;  // arrays of EndpointSlices
+};
+
+bool Unreadable(const Error& error) {
+  return error.code() == ErrorCode::kPermissionDenied || error.code() == ErrorCode::kNotFound;
+}
+
+Result<Reachability> ReadReachability(kube::Client& client, const std::set<ServiceKey>& called,
+                                      std::vector<std::string>& notes) {
+  Reachability read;
+  if (called.empty()) {
+    return read;
+  }
+  kube::ListOptions options;
+  options.page_size = kPageSize;
+  std::map<ServiceKey, kube::Json> services;
+  const auto keep_services = [&](kube::Json& items) -> Status {
+    for (kube::Json& item : items) {
+      const kube::Json::json_pointer ns("/metadata/namespace");
+      const kube::Json::json_pointer name("/metadata/name");
+      if (item.contains(ns) && item.contains(name) && item.at(ns).is_string() &&
+          item.at(name).is_string()) {
+        ServiceKey key{item.at(ns).get<std::string>(), item.at(name).get<std::string>()};
+        if (called.contains(key)) {
+          services.emplace(std::move(key), std::move(item));
+        }
+      }
+    }
+    return {};
+  };
+  if (auto listed = client.ListPages(kube::kServices, "", options, keep_services); !listed) {
+    if (!Unreadable(listed.error())) {
+      return Fail(listed.error().Wrap("list services"));
+    }
+    notes.push_back("could not list Services (" + listed.error().message() +
+                    "), so whether the API server can reach the webhooks was not checked");
+    return read;
+  }
+  read.services = std::move(services);
+
+  std::map<ServiceKey, kube::Json> slices;
+  const auto keep_slices = [&](kube::Json& items) -> Status {
+    for (kube::Json& item : items) {
+      const kube::Json::json_pointer ns("/metadata/namespace");
+      const kube::Json::json_pointer service("/metadata/labels/kubernetes.io~1service-name");
+      if (item.contains(ns) && item.contains(service) && item.at(ns).is_string() &&
+          item.at(service).is_string()) {
+        ServiceKey key{item.at(ns).get<std::string>(), item.at(service).get<std::string>()};
+        if (called.contains(key)) {
+          auto [it, added] = slices.try_emplace(std::move(key), kube::Json::array());
+          it->second.push_back(std::move(item));
+        }
+      }
+    }
+    return {};
+  };
+  if (auto listed = client.ListPages(kube::kEndpointSlices, "", options, keep_slices); !listed) {
+    if (!Unreadable(listed.error())) {
+      return Fail(listed.error().Wrap("list endpointslices"));
+    }
+    notes.push_back("could not list EndpointSlices (" + listed.error().message() +
+                    "), so whether the webhooks' Services have a ready endpoint was not checked");
+    return read;
+  }
+  read.slices = std::move(slices);
+  return read;
+}
+
+void JudgeReachability(const Reachability& read, Inventory& inventory) {
+  if (!read.services) {
+    return;
+  }
+  static const kube::Json kNoSlices = kube::Json::array();
+  for (Pending& pending : inventory.entries) {
+    if (!pending.service) {
+      continue;
+    }
+    const ServiceKey key{pending.service->ns, pending.service->name};
+    const std::string object = "service/" + key.first + "/" + key.second;
+    const auto service = read.services->find(key);
+    const kube::Json* slices = nullptr;
+    if (read.slices) {
+      const auto found = read.slices->find(key);
+      slices = found != read.slices->end() ? &found->second : &kNoSlices;
+    }
+    auto reach =
+        controller::JudgeServiceReach(service != read.services->end() ? &service->second : nullptr,
+                                      slices, pending.service->port, object);
+    if (!reach) {
+      inventory.notes.push_back(reach.error().message());
+      continue;
+    }
+    if (!reach->problem) {
+      continue;
+    }
+    std::string message = "calls " + object + ", which " + reach->detail;
+    message += pending.unreachable == Severity::kCritical
+                   ? (pending.entry.failure_policy == "Fail"
+                          ? ": with failurePolicy Fail every request it matches is refused now"
+                          : ": every request the API server sends it fails now")
+                   : ": with failurePolicy Ignore the requests it matches go through unchecked";
+    Add(pending, *reach->problem, pending.unreachable, message);
+  }
+}
+
+}  // namespace
+
+std::string_view SeverityName(Severity severity) {
+  return severity == Severity::kCritical ? "critical" : "warning";
+}
+
+std::optional<Severity> ParseSeverity(std::string_view name) {
+  if (name == "critical") {
+    return Severity::kCritical;
+  }
+  if (name == "warning") {
+    return Severity::kWarning;
+  }
+  return std::nullopt;
+}
+
+bool AuditReport::Fails(Severity fail_on) const {
+  return std::any_of(findings.begin(), findings.end(), [&](const AuditFinding& finding) {
+    return fail_on == Severity::kWarning || finding.severity == Severity::kCritical;
+  });
+}
+
+Result<AuditReport> Audit(kube::Client& client, const AuditOptions& options, TimePoint now) {
+  Inventory inventory;
+  kube::ListOptions list;
+  list.label_selector = options.selector;
+  list.page_size = kPageSize;
+  for (TargetKind kind :
+       {TargetKind::kValidatingWebhookConfiguration, TargetKind::kMutatingWebhookConfiguration,
+        TargetKind::kCustomResourceDefinition, TargetKind::kApiService}) {
+    const kube::ResourceType& type = controller::ResourceFor(kind);
+    auto listed = client.ListPages(type, "", list, [&](kube::Json& items) -> Status {
+      for (const kube::Json& item : items) {
+        if (CallsOut(kind, item)) {
+          Take(kind, item, now, options.renew_before, inventory);
+        }
+      }
+      return {};
+    });
+    if (!listed) {
+      return Fail(listed.error().Wrap("list " + std::string(type.resource)));
+    }
+  }
+
+  std::set<ServiceKey> called;
+  for (const Pending& pending : inventory.entries) {
+    if (pending.service) {
+      called.insert({pending.service->ns, pending.service->name});
+    }
+  }
+  auto read = ReadReachability(client, called, inventory.notes);
+  if (!read) {
+    return Fail(read.error());
+  }
+  JudgeReachability(*read, inventory);
+
+  AuditReport report;
+  for (Pending& pending : inventory.entries) {
+    report.findings.insert(report.findings.end(), pending.entry.findings.begin(),
+                           pending.entry.findings.end());
+    report.entries.push_back(std::move(pending.entry));
+  }
+  for (AuditFinding& finding : internal::TimeoutsAddUp(inventory.hooks)) {
+    report.findings.push_back(std::move(finding));
+  }
+  report.notes = std::move(inventory.notes);
+  return report;
+}
+
+}  // namespace certctl::audit

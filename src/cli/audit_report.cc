@@ -1,0 +1,78 @@
+#include "cli/audit_report.h"
+
+#include <set>
+#include <utility>
+
+#include "certctl/util/duration.h"
+#include "certctl/util/finding.h"
+
+namespace certctl::cli {
+namespace {
+
+nlohmann::ordered_json FindingToJson(const audit::AuditFinding& finding) {
+  return {{"code", FindingCodeName(finding.code)},
+          {"severity", audit::SeverityName(finding.severity)},
+          {"object", finding.object},
+          {"entry", finding.entry},
+          {"message", finding.message}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json AuditReportToJson(const audit::AuditReport& report,
+                                         audit::Severity fail_on) {
+  nlohmann::ordered_json objects = nlohmann::ordered_json::array();
+  for (const audit::AuditedEntry& entry : report.entries) {
+    nlohmann::ordered_json findings = nlohmann::ordered_json::array();
+    for (const audit::AuditFinding& finding : entry.findings) {
+      findings.push_back(FindingToJson(finding));
+    }
+    objects.push_back({{"kind", entry.kind},
+                       {"name", entry.name},
+                       {"entry", entry.entry},
+                       {"calls", entry.calls},
+                       {"failurePolicy", entry.failure_policy.empty()
+                                             ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(entry.failure_policy)},
+                       {"caBundle",
+                        {{"certificates", entry.bundle_certificates},
+                         {"notAfter", entry.bundle_not_after ? nlohmann::ordered_json(FormatRfc3339(
+                                                                   *entry.bundle_not_after))
+                                                             : nlohmann::ordered_json(nullptr)}}},
+                       {"findings", std::move(findings)}});
+  }
+  nlohmann::ordered_json findings = nlohmann::ordered_json::array();
+  for (const audit::AuditFinding& finding : report.findings) {
+    findings.push_back(FindingToJson(finding));
+  }
+  return {{"ok", !report.Fails(fail_on)},
+          {"objects", std::move(objects)},
+          {"findings", std::move(findings)},
+          {"notes", report.notes}};
+}
+
+std::string AuditReportToText(const audit::AuditReport& report) {
+  std::string text;
+  int critical = 0;
+  for (const audit::AuditFinding& finding : report.findings) {
+    critical += finding.severity == audit::Severity::kCritical ? 1 : 0;
+    text += std::string(audit::SeverityName(finding.severity)) + " " + finding.object +
+            (finding.entry.empty() ? "" : " " + finding.entry) + ": " + finding.message + " [" +
+            std::string(FindingCodeName(finding.code)) + "]\n";
+  }
+  for (const std::string& note : report.notes) {
+    text += "note: " + note + "\n";
+  }
+  std::set<std::pair<std::string, std::string>> objects;
+  for (const audit::AuditedEntry& entry : report.entries) {
+    objects.insert({entry.kind, entry.name});
+  }
+  const int warnings = static_cast<int>(report.findings.size()) - critical;
+  text += "audited " + std::to_string(report.entries.size()) + " entr" +
+          (report.entries.size() == 1 ? "y" : "ies") + " of " + std::to_string(objects.size()) +
+          " object" + (objects.size() == 1 ? "" : "s") + ": " + std::to_string(critical) +
+          " critical, " + std::to_string(warnings) + " warning" + (warnings == 1 ? "" : "s") + "\n";
+  return text;
+}
+
+}  // namespace certctl::cli
