@@ -7,7 +7,7 @@
 # stage.
 # Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers, no fuzzing,
 #                                     no peers benchmark, no release)
-# Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 20; 0 skips fuzzing,
+# Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 15; 0 skips fuzzing,
 #                              not the peers benchmark).
 #                              Short, because each run starts from the corpus the previous
 #                              ones grew (scripts/fuzz.sh keeps it in CERTCTL_CACHE_DIR)
@@ -91,7 +91,7 @@ fuzz_and_peers() {
   fi
   sed -n '/^# certctl beside its peers/,$p' "$log"
 }
-fuzz_seconds=${CERTCTL_FUZZ_SECONDS:-20}
+fuzz_seconds=${CERTCTL_FUZZ_SECONDS:-15}
 if ! $quick; then
   stage "fuzzing (${fuzz_seconds}s per target), peers benchmark (quick)" fuzz_and_peers
 fi
