@@ -1,6 +1,7 @@
 #include "certctl/audit/audit.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <utility>
@@ -197,61 +198,74 @@ bool Unreadable(const Error& error) {
   return error.code() == ErrorCode::kPermissionDenied || error.code() == ErrorCode::kNotFound;
 }
 
+// Lists `type` in every namespace a page at a time and hands on each item whose namespace and
+// the string at `service_at` (its own name, or the Service it belongs to) name a called
+// Service; the rest is dropped with its page.
+Status ListCalled(kube::Client& client, const kube::ResourceType& type, const char* service_at,
+                  const std::set<ServiceKey>& called,
+                  const std::function<void(ServiceKey, kube::Json&)>& keep) {
+  kube::ListOptions options;
+  options.page_size = kPageSize;
+  const kube::Json::json_pointer ns("/metadata/namespace");
+  const kube::Json::json_pointer service(service_at);
+  return client.ListPages(type, "", options, [&](kube::Json& items) -> Status {
+    for (kube::Json& item : items) {
+      if (item.contains(ns) && item.contains(service) && item.at(ns).is_string() &&
+          item.at(service).is_string()) {
+        ServiceKey key{item.at(ns).get<std::string>(), item.at(service).get<std::string>()};
+        if (called.contains(key)) {
+          keep(std::move(key), item);
+        }
+      }
+    }
+    return {};
+  });
+}
+
 Result<Reachability> ReadReachability(kube::Client& client, const std::set<ServiceKey>& called,
                                       std::vector<std::string>& notes) {
   Reachability read;
   if (called.empty()) {
     return read;
   }
-  kube::ListOptions options;
-  options.page_size = kPageSize;
-  std::map<ServiceKey, kube::Json> services;
-  const auto keep_services = [&](kube::Json& items) -> Status {
-    for (kube::Json& item : items) {
-      const kube::Json::json_pointer ns("/metadata/namespace");
-      const kube::Json::json_pointer name("/metadata/name");
-      if (item.contains(ns) && item.contains(name) && item.at(ns).is_string() &&
-          item.at(name).is_string()) {
-        ServiceKey key{item.at(ns).get<std::string>(), item.at(name).get<std::string>()};
-        if (called.contains(key)) {
-          services.emplace(std::move(key), std::move(item));
-        }
-      }
+  // A refusal leaves the rest unjudged with a note; any other failure stops the audit.
+  const auto unread = [&](const Status& listed, const kube::ResourceType& type,
+                          const std::string& kind, const std::string& unjudged) -> Status {
+    if (!Unreadable(listed.error())) {
+      return Fail(listed.error().Wrap("list " + std::string(type.resource)));
     }
+    notes.push_back("could not list " + kind + " (" + listed.error().message() + "), so " +
+                    unjudged + " was not checked");
     return {};
   };
-  if (auto listed = client.ListPages(kube::kServices, "", options, keep_services); !listed) {
-    if (!Unreadable(listed.error())) {
-      return Fail(listed.error().Wrap("list services"));
+  std::map<ServiceKey, kube::Json> services;
+  if (auto listed = ListCalled(client, kube::kServices, "/metadata/name", called,
+                               [&](ServiceKey key, kube::Json& item) {
+                                 services.emplace(std::move(key), std::move(item));
+                               });
+      !listed) {
+    if (auto failed = unread(listed, kube::kServices, "Services",
+                             "whether the API server can reach the webhooks");
+        !failed) {
+      return Fail(failed.error());
     }
-    notes.push_back("could not list Services (" + listed.error().message() +
-                    "), so whether the API server can reach the webhooks was not checked");
     return read;
   }
   read.services = std::move(services);
 
   std::map<ServiceKey, kube::Json> slices;
-  const auto keep_slices = [&](kube::Json& items) -> Status {
-    for (kube::Json& item : items) {
-      const kube::Json::json_pointer ns("/metadata/namespace");
-      const kube::Json::json_pointer service("/metadata/labels/kubernetes.io~1service-name");
-      if (item.contains(ns) && item.contains(service) && item.at(ns).is_string() &&
-          item.at(service).is_string()) {
-        ServiceKey key{item.at(ns).get<std::string>(), item.at(service).get<std::string>()};
-        if (called.contains(key)) {
-          auto [it, added] = slices.try_emplace(std::move(key), kube::Json::array());
-          it->second.push_back(std::move(item));
-        }
-      }
+  if (auto listed = ListCalled(
+          client, kube::kEndpointSlices, "/metadata/labels/kubernetes.io~1service-name", called,
+          [&](ServiceKey key, kube::Json& item) {
+            auto [it, added] = slices.try_emplace(std::move(key), kube::Json::array());
+            it->second.push_back(std::move(item));
+          });
+      !listed) {
+    if (auto failed = unread(listed, kube::kEndpointSlices, "EndpointSlices",
+                             "whether the webhooks' Services have a ready endpoint");
+        !failed) {
+      return Fail(failed.error());
     }
-    return {};
-  };
-  if (auto listed = client.ListPages(kube::kEndpointSlices, "", options, keep_slices); !listed) {
-    if (!Unreadable(listed.error())) {
-      return Fail(listed.error().Wrap("list endpointslices"));
-    }
-    notes.push_back("could not list EndpointSlices (" + listed.error().message() +
-                    "), so whether the webhooks' Services have a ready endpoint was not checked");
     return read;
   }
   read.slices = std::move(slices);

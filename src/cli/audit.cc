@@ -2,8 +2,6 @@
 
 #include <iostream>
 
-#include <spdlog/spdlog.h>
-
 #include "certctl/audit/audit.h"
 #include "certctl/kube/selector.h"
 
@@ -47,15 +45,9 @@ CLI::App* AddAuditCommand(CLI::App& app, AuditOptions& options) {
 int RunAudit(const AuditOptions& options, const std::string& command, const Environment& env,
              const Clock& clock) {
   const auto could_not_run = [&](const std::string& message) {
-    std::cerr << command << ": " << message << "\n";
-    if (options.output == "json") {
-      PrintCheckError(message);
-    }
-    return kExitUsage;
+    return CouldNotRun(command, message, options.output);
   };
-  kube::ClientOptions client_options;
-  client_options.retry.on_retry = [](const std::string& message) { spdlog::debug("{}", message); };
-  auto cluster = ConnectToCluster(options.connection, "", env, clock, std::move(client_options));
+  auto cluster = ConnectToCluster(options.connection, "", env, clock, ReportClientOptions());
   if (!cluster) {
     return could_not_run(cluster.error().message());
   }

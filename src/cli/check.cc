@@ -12,10 +12,6 @@
 #include "cli/pair_files.h"
 
 namespace certctl::cli {
-namespace {
-
-// With -o json stdout is one JSON document whatever happens, so a `| jq` pipeline reads
-// the failure too; stderr keeps the human line.
 int CouldNotRun(const std::string& command, const std::string& message, const std::string& output) {
   std::cerr << command << ": " << message << "\n";
   if (output == "json") {
@@ -23,8 +19,6 @@ int CouldNotRun(const std::string& command, const std::string& message, const st
   }
   return kExitUsage;
 }
-
-}  // namespace
 
 bool CheckWantsJson(int argc, char** argv) {
   bool in_command = false;
@@ -44,6 +38,12 @@ bool CheckWantsJson(int argc, char** argv) {
     }
   }
   return false;
+}
+
+kube::ClientOptions ReportClientOptions() {
+  kube::ClientOptions options;
+  options.retry.on_retry = [](const std::string& message) { spdlog::debug("{}", message); };
+  return options;
 }
 
 void PrintCheckError(const std::string& message) {
@@ -93,14 +93,8 @@ int RunCheck(const CheckOptions& options, const std::string& command, const Envi
   const bool from_files = !options.cert_dir.empty() || !options.cert_file.empty();
   std::optional<Cluster> cluster;
   if (!from_files || !options.targets.empty()) {
-    // A terminal or CI command: its answer is the one line at the end, so the waits of
-    // its retries are logged at debug only.
-    kube::ClientOptions client_options;
-    client_options.retry.on_retry = [](const std::string& message) {
-      spdlog::debug("{}", message);
-    };
     auto connected = ConnectToCluster(options.connection, options.identity.namespace_name, env,
-                                      clock, std::move(client_options));
+                                      clock, ReportClientOptions());
     if (!connected) {
       return could_not_run(connected.error().message());
     }

@@ -41,6 +41,14 @@ bool CheckWantsJson(int argc, char** argv);
 // With -o json: the document for an error that stopped the check, {"ok": false, "error"}.
 void PrintCheckError(const std::string& message);
 
+// `check` or `audit` could not run: the message on stderr, and with -o json also the error
+// document on stdout, so a `| jq` pipeline reads the failure too. Returns exit code 2.
+int CouldNotRun(const std::string& command, const std::string& message, const std::string& output);
+
+// A terminal or CI report's client: its answer is the output at the end, so the waits of its
+// retries are logged at debug only.
+kube::ClientOptions ReportClientOptions();
+
 // Exit 0 healthy, 1 findings, 2 could not run (bad flags, unreadable file, API unreachable,
 // unauthorized or forbidden).
 int RunCheck(const CheckOptions& options, const std::string& command, const Environment& env,
