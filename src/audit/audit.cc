@@ -1,9 +1,12 @@
 #include "certctl/audit/audit.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <set>
+#include <thread>
+#include <tuple>
 #include <utility>
 
 #include "certctl/controller/callable.h"
@@ -35,6 +38,13 @@ struct Pending {
   // An unreachable Service refuses every matching request under Fail (and every request
   // routed to a conversion webhook or an APIService); under Ignore it only skips the check.
   Severity unreachable = Severity::kCritical;
+  // For --handshake: the caBundle when a certificate of it is valid, the name the API server
+  // verifies, where it connects and how long it waits.
+  std::string bundle_pem;
+  std::string server_name;
+  bool verified = true;
+  std::vector<HostPort> dial;
+  int timeout_seconds = internal::kDefaultTimeoutSeconds;
 };
 
 struct Inventory {
@@ -100,7 +110,10 @@ void JudgeBundle(const kube::Json& object, const inject::CalledEndpoint& endpoin
         "no certificate of the caBundle is valid now (the earliest ended " +
             FormatRfc3339(*pending.entry.bundle_not_after) +
             "): every call fails the API server's TLS check");
-  } else if (*latest_valid - now < renew_before) {
+    return;
+  }
+  pending.bundle_pem = std::move(*decoded);
+  if (*latest_valid - now < renew_before) {
     Add(pending, FindingCode::kCaBundleExpiringSoon, Severity::kWarning,
         "every certificate of the caBundle ends by " + FormatRfc3339(*latest_valid) + ", within " +
             FormatDuration(renew_before) + "; calls fail from then on unless it is renewed");
@@ -142,12 +155,20 @@ void Take(TargetKind kind, const kube::Json& object, TimePoint now,
     pending.entry.entry = controller::EntryLabel(endpoint);
     pending.entry.calls = endpoint.Calls();
     pending.service = endpoint.service;
+    pending.server_name = endpoint.host;
+    pending.verified = endpoint.verified;
+    if (!endpoint.url.empty() && endpoint.problem.empty()) {
+      if (auto address = inject::UrlAddress(endpoint.url); address && address->port > 0) {
+        pending.dial.push_back(std::move(*address));
+      }
+    }
     const kube::Json* webhook = entries != nullptr && endpoint.index < entries->size() &&
                                         (*entries)[endpoint.index].is_object()
                                     ? &(*entries)[endpoint.index]
                                     : nullptr;
     if (webhook != nullptr) {
       pending.entry.failure_policy = FailurePolicy(*webhook);
+      pending.timeout_seconds = TimeoutSeconds(*webhook);
       pending.unreachable =
           pending.entry.failure_policy == "Fail" ? Severity::kCritical : Severity::kWarning;
     }
@@ -167,7 +188,7 @@ void Take(TargetKind kind, const kube::Json& object, TimePoint now,
       }
       inventory.hooks.push_back({object_name, pending.entry.entry,
                                  kind == TargetKind::kMutatingWebhookConfiguration,
-                                 TimeoutSeconds(*webhook), internal::ReadRules(*webhook)});
+                                 pending.timeout_seconds, internal::ReadRules(*webhook)});
     }
     inventory.entries.push_back(std::move(pending));
   }
@@ -296,6 +317,7 @@ void JudgeReachability(const Reachability& read, Inventory& inventory) {
       inventory.notes.push_back(reach.error().message());
       continue;
     }
+    pending.dial = std::move(reach->ready_addresses);
     if (!reach->problem) {
       continue;
     }
@@ -306,6 +328,129 @@ void JudgeReachability(const Reachability& read, Inventory& inventory) {
                           : ": every request the API server sends it fails now")
                    : ": with failurePolicy Ignore the requests it matches go through unchecked";
     Add(pending, *reach->problem, pending.unreachable, message);
+  }
+}
+
+// One handshake to make: the same address, name and bundle are dialled once for every entry
+// that calls them, waiting as long as the most patient of them.
+using DialKey = std::tuple<std::string, int, std::string, std::string>;  // host, port, name, PEM
+
+// What the served certificate tells beyond the verdict: the end of a leaf the API server
+// accepts, when it is near.
+void JudgeServed(Pending& pending, const HostPort& address, const probe::HandshakeOutcome& outcome,
+                 TimePoint now, std::chrono::seconds renew_before) {
+  auto served = pki::Certificate::FromPem(outcome.served_leaf_pem);
+  if (!served) {
+    return;
+  }
+  const TimePoint not_after = served->Info().not_after;
+  if (not_after - now < renew_before) {
+    Add(pending, FindingCode::kServingCertExpiringSoon, Severity::kWarning,
+        FormatHostPort(address) + " serves a certificate that ends " + FormatRfc3339(not_after) +
+            ", within " + FormatDuration(renew_before) +
+            "; the API server refuses it from then on unless the webhook serves a new one");
+  }
+}
+
+// Makes every handshake of `wanted` (key -> seconds to wait), a few at a time.
+std::map<DialKey, probe::HandshakeOutcome> DialAll(const std::map<DialKey, int>& wanted,
+                                                   const Dialer& dial) {
+  constexpr std::size_t kParallelDials = 16;
+  const std::vector<std::pair<DialKey, int>> jobs(wanted.begin(), wanted.end());
+  std::vector<probe::HandshakeOutcome> outcomes(jobs.size());
+  std::atomic<std::size_t> next{0};
+  const auto work = [&] {
+    for (std::size_t i = next++; i < jobs.size(); i = next++) {
+      const auto& [key, seconds] = jobs[i];
+      const auto& [host, port, name, pem] = key;
+      outcomes[i] = dial(HostPort{host, port}, name, pem, std::chrono::seconds(seconds));
+    }
+  };
+  std::vector<std::thread> workers;
+  for (std::size_t i = 0; i < std::min(kParallelDials, jobs.size()); ++i) {
+    workers.emplace_back(work);
+  }
+  for (std::thread& worker : workers) {
+    worker.join();
+  }
+  std::map<DialKey, probe::HandshakeOutcome> met;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    met.emplace(jobs[i].first, std::move(outcomes[i]));
+  }
+  return met;
+}
+
+// Dials every entry's addresses and turns what was met into findings: per
+// entry one for the failed handshakes (coded as the first of them) and one for a near end.
+void JudgeHandshakes(const AuditOptions& options, TimePoint now, Inventory& inventory) {
+  std::map<DialKey, int> wanted;  // -> the longest wait, in seconds
+  int skipped_unverified = 0;
+  int skipped_without_bundle = 0;
+  for (const Pending& pending : inventory.entries) {
+    if (pending.dial.empty()) {
+      continue;
+    }
+    if (!pending.verified) {
+      ++skipped_unverified;
+      continue;
+    }
+    if (pending.bundle_pem.empty()) {
+      // Findings say why when the bundle is missing, unreadable or expired; a URL without one
+      // is verified against the API server's own roots, which certctl cannot know.
+      skipped_without_bundle += pending.service ? 0 : 1;
+      continue;
+    }
+    for (const HostPort& address : pending.dial) {
+      int& wait = wanted[{address.host, address.port, pending.server_name, pending.bundle_pem}];
+      wait = std::max(wait, pending.timeout_seconds);
+    }
+  }
+  const std::map<DialKey, probe::HandshakeOutcome> met = DialAll(wanted, options.dial);
+
+  for (Pending& pending : inventory.entries) {
+    if (pending.dial.empty() || !pending.verified || pending.bundle_pem.empty()) {
+      continue;
+    }
+    bool near_end_reported = false;
+    int failed = 0;
+    std::string first_failure;
+    FindingCode failure_code = FindingCode::kHandshakeFailed;
+    for (const HostPort& address : pending.dial) {
+      const probe::HandshakeOutcome& outcome =
+          met.at({address.host, address.port, pending.server_name, pending.bundle_pem});
+      if (outcome.status) {
+        if (!near_end_reported) {
+          const std::size_t before = pending.entry.findings.size();
+          JudgeServed(pending, address, outcome, now, options.renew_before);
+          near_end_reported = pending.entry.findings.size() > before;
+        }
+        continue;
+      }
+      if (failed++ == 0) {
+        failure_code = outcome.name_not_covered ? FindingCode::kTargetNameNotCovered
+                                                : FindingCode::kHandshakeFailed;
+        first_failure = OneLine(outcome.status.error().message(), kMaxShown);
+      }
+    }
+    if (failed > 0) {
+      std::string message = first_failure;
+      if (pending.dial.size() > 1) {
+        message += " (" + std::to_string(failed) + " of the " +
+                   std::to_string(pending.dial.size()) + " addresses dialled failed)";
+      }
+      message += ": the API server's calls there fail";
+      Add(pending, failure_code, Severity::kCritical, std::move(message));
+    }
+  }
+  if (skipped_unverified > 0) {
+    inventory.notes.push_back(std::to_string(skipped_unverified) +
+                              " APIService(s) with insecureSkipTLSVerify were not dialled: the "
+                              "API server verifies nothing there");
+  }
+  if (skipped_without_bundle > 0) {
+    inventory.notes.push_back(std::to_string(skipped_without_bundle) +
+                              " entries calling a URL without a caBundle were not dialled: the "
+                              "API server verifies those against its own trusted roots");
   }
 }
 
@@ -364,6 +509,9 @@ Result<AuditReport> Audit(kube::Client& client, const AuditOptions& options, Tim
     return Fail(read.error());
   }
   JudgeReachability(*read, inventory);
+  if (options.handshake) {
+    JudgeHandshakes(options, now, inventory);
+  }
 
   AuditReport report;
   for (Pending& pending : inventory.entries) {

@@ -75,4 +75,39 @@ std::string AuditReportToText(const audit::AuditReport& report) {
   return text;
 }
 
+nlohmann::ordered_json FleetToJson(const std::vector<ContextAudit>& audits,
+                                   audit::Severity fail_on) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ContextAudit& audited : audits) {
+    nlohmann::ordered_json document = {{"context", audited.context}};
+    if (audited.report) {
+      nlohmann::ordered_json report = AuditReportToJson(*audited.report, fail_on);
+      for (auto& [key, value] : report.items()) {
+        document[key] = std::move(value);
+      }
+    } else {
+      document["ok"] = false;
+      document["error"] = audited.error;
+    }
+    list.push_back(std::move(document));
+  }
+  return list;
+}
+
+std::string FleetToText(const std::vector<ContextAudit>& audits) {
+  std::string text;
+  for (const ContextAudit& audited : audits) {
+    text += "context " + audited.context + ":\n";
+    const std::string body = audited.report ? AuditReportToText(*audited.report)
+                                            : "could not audit: " + audited.error + "\n";
+    std::size_t start = 0;
+    while (start < body.size()) {
+      const std::size_t end = body.find('\n', start);
+      text += "  " + body.substr(start, end - start) + "\n";
+      start = end == std::string::npos ? body.size() : end + 1;
+    }
+  }
+  return text;
+}
+
 }  // namespace certctl::cli

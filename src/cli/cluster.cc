@@ -9,11 +9,18 @@
 
 namespace certctl::cli {
 
-void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags) {
+void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags, std::vector<std::string>* contexts) {
   app.add_option("--kubeconfig", flags.kubeconfig,
                  "Kubeconfig file (default: in-cluster service account, else $KUBECONFIG, else "
                  "~/.kube/config)");
-  app.add_option("--context", flags.context, "Kubeconfig context (default: current-context)");
+  if (contexts != nullptr) {
+    app.add_option("--context", *contexts,
+                   "Kubeconfig context (default: current-context); repeatable: one report per "
+                   "context")
+        ->type_name("NAME");
+  } else {
+    app.add_option("--context", flags.context, "Kubeconfig context (default: current-context)");
+  }
   AddDurationFlag(app, "--request-timeout", flags.request_timeout,
                   "Timeout of each API request (watches excepted)");
   app.add_option("--kube-api-qps", flags.kube_api_qps,

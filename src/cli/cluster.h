@@ -3,6 +3,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -25,7 +26,9 @@ struct ConnectionFlags {
   double kube_api_qps = 50;
   int kube_api_burst = 1000;
 };
-void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags);
+// With `contexts`, --context is repeatable and fills it instead of `flags.context`.
+void AddConnectionFlags(CLI::App& app, ConnectionFlags& flags,
+                        std::vector<std::string>* contexts = nullptr);
 
 // Whether a command writes the CA bundle into its targets or only checks them: the help of
 // each target flag says which.

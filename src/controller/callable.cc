@@ -75,6 +75,7 @@ std::string PortList(const std::map<std::int64_t, std::string>& exposed) {
 struct EndpointCount {
   int ready = 0;
   int malformed = 0;  // conditions.ready present but not a boolean: counted as not ready
+  std::vector<HostPort> addresses;  // of the ready ones, when the slice names the port
 };
 
 // An EndpointSlice endpoint is ready unless its conditions say otherwise (absent means ready,
@@ -87,14 +88,19 @@ Result<EndpointCount> ReadyEndpoints(const kube::Json& slice, const std::string&
   }
   // A slice without ports serves every port of the Service; with ports, the Service port is
   // matched by name ("" for a Service with one unnamed port).
+  std::optional<std::int64_t> served_on;
   if (*ports != nullptr && !(*ports)->empty()) {
     bool serves = false;
     for (const kube::Json& port : **ports) {
       auto name = kube::OptionalString(port, "/name", what);
-      if (!name) {
-        return Fail(name.error());
+      auto number = kube::OptionalInteger(port, "/port", what);
+      if (!name || !number) {
+        return Fail(!name ? name.error() : number.error());
       }
-      serves = serves || name->value_or("") == port_name;
+      if (name->value_or("") == port_name) {
+        serves = true;
+        served_on = *number;
+      }
     }
     if (!serves) {
       return EndpointCount{};
@@ -123,7 +129,16 @@ Result<EndpointCount> ReadyEndpoints(const kube::Json& slice, const std::string&
       count.malformed += 1;
       continue;
     }
-    count.ready += ready == nullptr || ready->get<bool>() ? 1 : 0;
+    if (ready != nullptr && !ready->get<bool>()) {
+      continue;
+    }
+    count.ready += 1;
+    const auto addresses = endpoint.find("addresses");
+    if (served_on && *served_on > 0 && *served_on <= 65535 && addresses != endpoint.end() &&
+        addresses->is_array() && !addresses->empty() && addresses->front().is_string()) {
+      count.addresses.push_back(
+          {addresses->front().get<std::string>(), static_cast<int>(*served_on)});
+    }
   }
   return count;
 }
@@ -232,6 +247,11 @@ Result<ServiceReach> JudgeServiceReach(const kube::Json* service, const kube::Js
     }
     ready += count->ready;
     reach.malformed += count->malformed;
+    for (HostPort& address : count->addresses) {
+      if (reach.ready_addresses.size() < kReadyAddressesKept) {
+        reach.ready_addresses.push_back(std::move(address));
+      }
+    }
   }
   if (ready == 0) {
     reach.problem = FindingCode::kNoReadyEndpoints;

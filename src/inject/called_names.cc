@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 #include "inject/json_member.h"
 
@@ -158,7 +159,7 @@ std::string CalledEndpoint::Calls() const {
   return host;
 }
 
-Result<std::string> UrlHost(std::string_view url) {
+Result<HostPort> UrlAddress(std::string_view url) {
   const std::size_t scheme_end = url.find("://");
   // Go's URL parser lower-cases the scheme before the API server compares it.
   if (scheme_end == std::string_view::npos || Lower(url.substr(0, scheme_end)) != "https") {
@@ -189,6 +190,7 @@ Result<std::string> UrlHost(std::string_view url) {
   } else {
     host = authority.substr(0, authority.find(':'));
   }
+  HostPort address{Lower(host), 443};
   const std::size_t colon = authority.rfind(':');
   const std::size_t bracket = authority.rfind(']');
   if (colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket)) {
@@ -197,11 +199,25 @@ Result<std::string> UrlHost(std::string_view url) {
                                       [](unsigned char c) { return std::isdigit(c) != 0; })) {
       return Fail(ErrorCode::kInvalidArgument, "has a port that is not a number");
     }
+    // The API server dials the port as written; a number it cannot dial leaves port 0.
+    if (!port.empty()) {
+      address.port = port.size() <= 5 && std::stoi(std::string(port)) <= 65535
+                         ? std::stoi(std::string(port))
+                         : 0;
+    }
   }
   if (host.empty()) {
     return Fail(ErrorCode::kInvalidArgument, "has no host");
   }
-  return Lower(host);
+  return address;
+}
+
+Result<std::string> UrlHost(std::string_view url) {
+  auto address = UrlAddress(url);
+  if (!address) {
+    return Fail(address.error());
+  }
+  return std::move(address->host);
 }
 
 std::vector<CalledEndpoint> ReadCalledEndpoints(TargetKind kind, const Json& object) {

@@ -573,6 +573,27 @@ Result<ClusterConfig> LoadClusterConfig(const ConfigOptions& options, const Envi
   }
 }
 
+Result<std::vector<std::string>> KubeconfigContexts(const ConfigOptions& options,
+                                                    const Environment& env) {
+  try {
+    auto sources = FindSources(options, env);
+    if (!sources) {
+      return Fail(sources.error());
+    }
+    auto kubeconfig = ReadKubeconfig(*sources);
+    if (!kubeconfig) {
+      return Fail(kubeconfig.error());
+    }
+    std::vector<std::string> names;
+    for (const auto& [name, entry] : kubeconfig->contexts) {
+      names.push_back(name);
+    }
+    return names;
+  } catch (const YAML::Exception& e) {
+    return Fail(ErrorCode::kInvalidArgument, "kubeconfig: " + std::string(e.what()));
+  }
+}
+
 std::string ResolveNamespace(const std::string& flag, const Environment& env,
                              const ClusterConfig& config) {
   if (!flag.empty()) {

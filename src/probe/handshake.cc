@@ -187,27 +187,53 @@ Result<std::unique_ptr<SSL_CTX, SslContextFree>> TrustingOnly(const std::string&
   return context;
 }
 
+// The peer's certificate as PEM; empty when it sent none.
+std::string ServedLeafPem(SSL* ssl) {
+  X509* served = SSL_get0_peer_certificate(ssl);
+  if (served == nullptr) {
+    return "";
+  }
+  const std::unique_ptr<BIO, BioFree> output(BIO_new(BIO_s_mem()));
+  if (!output || PEM_write_bio_X509(output.get(), served) != 1) {
+    ERR_clear_error();
+    return "";
+  }
+  char* data = nullptr;
+  const long length = BIO_get_mem_data(output.get(), &data);
+  return length > 0 ? std::string(data, static_cast<std::size_t>(length)) : "";
+}
+
 }  // namespace
 
 Status VerifyHandshake(const HostPort& address, const std::string& server_name,
                        const std::string& bundle_pem, std::chrono::milliseconds timeout) {
+  return DialAsApiServer(address, server_name, bundle_pem, timeout).status;
+}
+
+HandshakeOutcome DialAsApiServer(const HostPort& address, const std::string& server_name,
+                                 const std::string& bundle_pem, std::chrono::milliseconds timeout) {
+  HandshakeOutcome outcome;
+  const auto ended = [&outcome](Status status) {
+    outcome.status = std::move(status);
+    return std::move(outcome);
+  };
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
   const SigpipeBlocked no_sigpipe;
   const std::string where = FormatHostPort(address);
   auto context = TrustingOnly(bundle_pem);
   if (!context) {
-    return Fail(context.error());
+    return ended(Fail(context.error()));
   }
   auto socket = Connect(address, deadline);
   if (!socket) {
-    return Fail(socket.error());
+    return ended(Fail(socket.error()));
   }
   const std::unique_ptr<SSL, SslFree> ssl(SSL_new(context->get()));
   if (!ssl || SSL_set_fd(ssl.get(), socket->get()) != 1 ||
       SSL_set_tlsext_host_name(ssl.get(), server_name.c_str()) != 1 ||
       (!SafetyRemoved("names") && SSL_set1_host(ssl.get(), server_name.c_str()) != 1)) {
-    return Fail(ErrorCode::kInternal, "cannot set up a TLS handshake with " + where + " for " +
-                                          server_name + ": " + OpenSslReason());
+    return ended(Fail(ErrorCode::kInternal, "cannot set up a TLS handshake with " + where +
+                                                " for " + server_name + ": " + OpenSslReason()));
   }
   while (true) {
     const int result = SSL_connect(ssl.get());
@@ -218,7 +244,7 @@ Status VerifyHandshake(const HostPort& address, const std::string& server_name,
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
       if (!WaitFor(socket->get(), error == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) {
         ERR_clear_error();
-        return Fail(ErrorCode::kUnavailable, "TLS handshake with " + where + " timed out");
+        return ended(Fail(ErrorCode::kUnavailable, "TLS handshake with " + where + " timed out"));
       }
       continue;
     }
@@ -228,20 +254,23 @@ Status VerifyHandshake(const HostPort& address, const std::string& server_name,
                                      ? "its certificate is not valid for " + server_name
                                      : "its certificate does not verify against the caBundle: " +
                                            std::string(X509_verify_cert_error_string(verified));
-      return Fail(ErrorCode::kFailedPrecondition, "TLS handshake with " + where + ": " + reason);
+      outcome.name_not_covered = verified == X509_V_ERR_HOSTNAME_MISMATCH;
+      return ended(
+          Fail(ErrorCode::kFailedPrecondition, "TLS handshake with " + where + ": " + reason));
     }
     if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) {
       ERR_clear_error();
-      return Fail(ErrorCode::kUnavailable,
-                  "TLS handshake with " + where + ": the connection was closed");
+      return ended(Fail(ErrorCode::kUnavailable,
+                        "TLS handshake with " + where + ": the connection was closed"));
     }
-    return Fail(ErrorCode::kUnavailable,
-                "TLS handshake with " + where + " failed: " + OpenSslReason());
+    return ended(Fail(ErrorCode::kUnavailable,
+                      "TLS handshake with " + where + " failed: " + OpenSslReason()));
   }
+  outcome.served_leaf_pem = ServedLeafPem(ssl.get());
   // A polite close; the verdict is already in, so its outcome does not matter.
   SSL_shutdown(ssl.get());
   ERR_clear_error();
-  return {};
+  return outcome;
 }
 
 }  // namespace certctl::probe

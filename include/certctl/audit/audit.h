@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "certctl/kube/client.h"
 #include "certctl/pki/validate.h"
+#include "certctl/probe/handshake.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/finding.h"
 #include "certctl/util/result.h"
@@ -49,9 +51,19 @@ struct AuditReport {
   bool Fails(Severity fail_on) const;
 };
 
+// How a handshake is made: probe::DialAsApiServer, or a stand-in in tests.
+using Dialer = std::function<probe::HandshakeOutcome(
+    const HostPort& address, const std::string& server_name, const std::string& bundle_pem,
+    std::chrono::milliseconds timeout)>;
+
 struct AuditOptions {
   std::string selector;  // label selector for all four kinds; empty: every object
   std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  // --handshake: dial every entry as the API server would (each ready endpoint of its
+  // Service, up to controller::kReadyAddressesKept, or its URL), trusting only its caBundle
+  // and verifying the name it calls, and judge the certificate served.
+  bool handshake = false;
+  Dialer dial = probe::DialAsApiServer;
 };
 
 // Lists the four kinds, then the Services and EndpointSlices the entries call (a page at a

@@ -14,6 +14,7 @@
 #include "certctl/pki/certificate.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/finding.h"
+#include "certctl/util/host_port.h"
 #include "certctl/util/result.h"
 
 namespace certctl::controller {
@@ -52,7 +53,11 @@ struct ServiceReach {
   std::string detail;         // "does not exist", "has no port 8443 (it has 443)", ...
   bool needs_slices = false;  // the port is there and readiness was not judged
   int malformed = 0;          // endpoints whose conditions.ready is neither true nor false
+  // Where the API server may connect: the first address of each ready endpoint and the port
+  // its slice serves the Service port on, at most kReadyAddressesKept of them.
+  std::vector<HostPort> ready_addresses;
 };
+inline constexpr std::size_t kReadyAddressesKept = 8;
 Result<ServiceReach> JudgeServiceReach(const kube::Json* service, const kube::Json* slices,
                                        std::int64_t port, const std::string& object);
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "certctl/inject/targets.h"
+#include "certctl/util/host_port.h"
 
 namespace certctl::inject {
 
@@ -49,5 +50,9 @@ std::vector<CalledEndpoint> ReadCalledEndpoints(TargetKind kind, const nlohmann:
 // port, path ignored. kInvalidArgument with the reason when the URL is one the API server
 // refuses to call (not https, no host, user information, query or fragment).
 Result<std::string> UrlHost(std::string_view url);
+
+// The same, with the port the API server dials: the one written, else 443 (0 when the number
+// written is beyond 65535).
+Result<HostPort> UrlAddress(std::string_view url);
 
 }  // namespace certctl::inject

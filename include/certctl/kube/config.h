@@ -44,6 +44,11 @@ struct ConfigOptions {
 // Errors name the file and the field at fault.
 Result<ClusterConfig> LoadClusterConfig(const ConfigOptions& options, const Environment& env);
 
+// The names of the contexts in the kubeconfig `options` lead to (its `context` is not used),
+// sorted; for `--all-contexts`. Errors as LoadClusterConfig's.
+Result<std::vector<std::string>> KubeconfigContexts(const ConfigOptions& options,
+                                                    const Environment& env);
+
 // -n, else $POD_NAMESPACE, else the service account's or context's namespace, else "default".
 std::string ResolveNamespace(const std::string& flag, const Environment& env,
                              const ClusterConfig& config);

@@ -23,4 +23,15 @@ namespace certctl::probe {
 Status VerifyHandshake(const HostPort& address, const std::string& server_name,
                        const std::string& bundle_pem, std::chrono::milliseconds timeout);
 
+// The same handshake, and what it saw beyond the verdict, for a report about it.
+struct HandshakeOutcome {
+  Status status;  // as VerifyHandshake returns it
+  // The served chain verifies against the bundle but is not valid for `server_name`.
+  bool name_not_covered = false;
+  // The certificate the peer served, as PEM, when the handshake completed.
+  std::string served_leaf_pem;
+};
+HandshakeOutcome DialAsApiServer(const HostPort& address, const std::string& server_name,
+                                 const std::string& bundle_pem, std::chrono::milliseconds timeout);
+
 }  // namespace certctl::probe

@@ -1,5 +1,8 @@
 #include "certctl/audit/audit.h"
 
+#include <map>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@ using certctl::testing::ApiService;
 using certctl::testing::CaBuilder;
 using certctl::testing::ConversionCrd;
 using certctl::testing::FakeClient;
+using certctl::testing::LeafBuilder;
 using certctl::testing::Verb;
 using certctl::testing::WebhookConfiguration;
 using certctl::testing::WebhookEntry;
@@ -266,6 +270,166 @@ TEST(Audit, TheSelectorLimitsEveryKind) {
   ASSERT_EQ(report.entries.size(), 1U);
   EXPECT_EQ(report.entries[0].name, "mine");
   EXPECT_THAT(report.findings, IsEmpty());
+}
+
+// --- --handshake ----------------------------------------------------------------------------
+
+// A stand-in for the network: what each address serves, and every dial made.
+struct Dials {
+  struct Made {
+    std::string address;
+    std::string server_name;
+    std::string bundle_pem;
+    std::chrono::milliseconds timeout;
+  };
+  std::map<std::string, probe::HandshakeOutcome> served;  // by "host:port"
+  std::vector<Made> made;
+  std::mutex mutex;
+
+  Dialer Dial() {
+    return [this](const HostPort& address, const std::string& name, const std::string& pem,
+                  std::chrono::milliseconds timeout) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      made.push_back({FormatHostPort(address), name, pem, timeout});
+      const auto it = served.find(FormatHostPort(address));
+      if (it == served.end()) {
+        return probe::HandshakeOutcome{
+            Fail(ErrorCode::kUnavailable, "cannot connect to " + FormatHostPort(address)), false,
+            ""};
+      }
+      return it->second;
+    };
+  }
+};
+
+probe::HandshakeOutcome Serves(const std::string& leaf_pem) { return {{}, false, leaf_pem}; }
+
+Json SliceAt(const std::string& service, const std::string& address) {
+  Json slice = Slice(service, true);
+  slice["endpoints"][0]["addresses"] = {address};
+  slice["metadata"]["name"] = service + "-" + address;
+  return slice;
+}
+
+TEST(AuditHandshake, WithoutTheFlagNothingIsDialled) {
+  FakeClient client;
+  Reachable(client, "hook");
+  client.Put(kube::kValidatingWebhookConfigurations,
+             WebhookConfiguration("policy", {Entry("v.example.com")}));
+  Dials dials;
+  AuditOptions options;
+  options.dial = dials.Dial();
+
+  EXPECT_THAT(AuditOf(client, options).findings, IsEmpty());
+  EXPECT_THAT(dials.made, IsEmpty());
+}
+
+TEST(AuditHandshake, EachReadyEndpointIsDialledOnceAsTheApiServerWould) {
+  const pki::KeyPair ca = CaBuilder("hook-ca").At(kNow - hours(1)).Build();
+  const std::string bundle = ca.certificate.ToPem();
+  FakeClient client;
+  client.Put(kube::kServices, Service("hook"));
+  client.Put(kube::kEndpointSlices, SliceAt("hook", "10.0.0.1"));
+  client.Put(kube::kEndpointSlices, SliceAt("hook", "10.0.0.2"));
+  // Two entries with the same bundle and Service: each address is dialled once, waiting as
+  // long as the more patient entry.
+  client.Put(kube::kValidatingWebhookConfigurations,
+             WebhookConfiguration(
+                 "policy", {WebhookEntry("a.example.com", kNs).Service(kNs, "hook").Bundle(bundle),
+                            WebhookEntry("b.example.com", kNs)
+                                .Service(kNs, "hook")
+                                .Bundle(bundle)
+                                .TimeoutSeconds(3)}));
+  Dials dials;
+  const pki::KeyPair leaf =
+      LeafBuilder(ca).At(kNow - hours(1)).DnsNames({"hook.infra.svc"}).Build();
+  dials.served["10.0.0.1:8443"] = Serves(leaf.certificate.ToPem());
+  dials.served["10.0.0.2:8443"] = Serves(leaf.certificate.ToPem());
+  AuditOptions options;
+  options.handshake = true;
+  options.dial = dials.Dial();
+
+  const AuditReport report = AuditOf(client, options);
+
+  EXPECT_THAT(report.findings, IsEmpty());
+  ASSERT_EQ(dials.made.size(), 2U);
+  std::set<std::string> addresses;
+  for (const Dials::Made& made : dials.made) {
+    addresses.insert(made.address);
+    EXPECT_EQ(made.server_name, "hook.infra.svc");
+    EXPECT_EQ(made.bundle_pem, bundle);
+    EXPECT_EQ(made.timeout, std::chrono::seconds(10));
+  }
+  EXPECT_THAT(addresses, ElementsAre("10.0.0.1:8443", "10.0.0.2:8443"));
+  EXPECT_EQ(client.WriteCount(), 0);
+}
+
+TEST(AuditHandshake, WhatIsServedIsJudged) {
+  const pki::KeyPair ca = CaBuilder("hook-ca").At(kNow - hours(1)).Build();
+  const std::string bundle = ca.certificate.ToPem();
+  FakeClient client;
+  for (const char* name : {"named", "other-name", "untrusted", "ending", "half"}) {
+    client.Put(kube::kServices, Service(name));
+  }
+  client.Put(kube::kEndpointSlices, SliceAt("named", "10.0.0.1"));
+  client.Put(kube::kEndpointSlices, SliceAt("other-name", "10.0.0.2"));
+  client.Put(kube::kEndpointSlices, SliceAt("untrusted", "10.0.0.3"));
+  client.Put(kube::kEndpointSlices, SliceAt("ending", "10.0.0.4"));
+  client.Put(kube::kEndpointSlices, SliceAt("half", "10.0.0.5"));
+  client.Put(kube::kEndpointSlices, SliceAt("half", "10.0.0.6"));
+  const auto entry = [&](const std::string& service) {
+    return WebhookEntry(service + ".example.com", kNs).Service(kNs, service).Bundle(bundle);
+  };
+  client.Put(kube::kValidatingWebhookConfigurations,
+             WebhookConfiguration("served", {entry("named"), entry("other-name"),
+                                             entry("untrusted"), entry("ending"), entry("half")}));
+  // A URL entry is dialled at its host and port; an expired bundle is not dialled at all.
+  client.Put(
+      kube::kMutatingWebhookConfigurations,
+      WebhookConfiguration(
+          "elsewhere",
+          {WebhookEntry("url.example.com", kNs).Url("https://10.9.9.9:7443/m").Bundle(bundle),
+           Entry("expired.example.com", "named").Bundle(Ca(hours(2), kNow - hours(3)))}));
+  const auto leaf_for = [&](const std::string& name, std::chrono::seconds validity) {
+    return LeafBuilder(ca).At(kNow - hours(1)).Validity(validity).DnsNames({name}).Build();
+  };
+  Dials dials;
+  dials.served["10.0.0.1:8443"] =
+      Serves(leaf_for("named.infra.svc", hours(24 * 90)).certificate.ToPem());
+  dials.served["10.0.0.2:8443"] = {
+      Fail(ErrorCode::kFailedPrecondition,
+           "TLS handshake with 10.0.0.2:8443: its certificate is not valid for "
+           "other-name.infra.svc"),
+      true, leaf_for("hook.infra.svc", hours(24 * 90)).certificate.ToPem()};
+  dials.served["10.0.0.3:8443"] = {
+      Fail(ErrorCode::kFailedPrecondition,
+           "TLS handshake with 10.0.0.3:8443: its certificate does not verify against the "
+           "caBundle: unable to get local issuer certificate"),
+      false, ""};
+  dials.served["10.0.0.4:8443"] =
+      Serves(leaf_for("ending.infra.svc", hours(24 * 5)).certificate.ToPem());
+  dials.served["10.0.0.5:8443"] =
+      Serves(leaf_for("half.infra.svc", hours(24 * 90)).certificate.ToPem());
+  // 10.0.0.6 and the URL's address refuse the connection.
+  AuditOptions options;
+  options.handshake = true;
+  options.dial = dials.Dial();
+
+  const AuditReport report = AuditOf(client, options);
+
+  EXPECT_THAT(Codes(report),
+              ElementsAre("target-name-not-covered critical", "handshake-failed critical",
+                          "serving-cert-expiring-soon warning", "handshake-failed critical",
+                          "handshake-failed critical", "ca-bundle-expired critical"));
+  EXPECT_EQ(report.findings[0].entry, "webhooks[1] (other-name.example.com)");
+  EXPECT_THAT(report.findings[0].message, HasSubstr("not valid for other-name.infra.svc"));
+  EXPECT_THAT(report.findings[1].message, HasSubstr("does not verify against the caBundle"));
+  EXPECT_THAT(report.findings[2].message,
+              HasSubstr("10.0.0.4:8443 serves a certificate that ends"));
+  EXPECT_THAT(report.findings[3].message, HasSubstr("cannot connect to 10.0.0.6:8443"));
+  EXPECT_THAT(report.findings[3].message, HasSubstr("1 of the 2 addresses dialled failed"));
+  EXPECT_THAT(report.findings[4].message, HasSubstr("cannot connect to 10.9.9.9:7443"));
+  EXPECT_EQ(dials.made.size(), 7U);
 }
 
 }  // namespace

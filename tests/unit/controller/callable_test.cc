@@ -245,6 +245,35 @@ TEST_F(ServiceCheck, AReadyThatIsNotABooleanIsNotReadyAndSaidInANote) {
                                          "conditions.ready that is not true or false"));
 }
 
+TEST(JudgeServiceReach, TheReadyEndpointsAreWhereTheApiServerConnects) {
+  const Json service = Service("hook", {{{"name", "https"}, {"port", 443}}});
+  Json slices = Json::array();
+  slices.push_back(Slice("hook",
+                         {{{"addresses", {"10.244.0.1", "10.244.9.9"}}},
+                          {{"addresses", {"10.244.0.2"}}, {"conditions", {{"ready", false}}}},
+                          {{"addresses", {"10.244.0.3"}}, {"conditions", {{"ready", true}}}}},
+                         {{{"name", "https"}, {"port", 9443}}}));
+  // Another port of the same Service: not where port 443 goes.
+  slices.push_back(
+      Slice("hook", {{{"addresses", {"10.244.0.4"}}}}, {{{"name", "metrics"}, {"port", 8080}}}));
+  auto reach = JudgeServiceReach(&service, &slices, 443, "service/demo/hook");
+  ASSERT_TRUE(reach.has_value()) << reach.error().message();
+  EXPECT_FALSE(reach->problem.has_value());
+  ASSERT_EQ(reach->ready_addresses.size(), 2U);
+  EXPECT_EQ(FormatHostPort(reach->ready_addresses[0]), "10.244.0.1:9443");
+  EXPECT_EQ(FormatHostPort(reach->ready_addresses[1]), "10.244.0.3:9443");
+
+  Json many = Json::array();
+  std::vector<Json> endpoints;
+  for (int i = 0; i < 20; ++i) {
+    endpoints.push_back({{"addresses", {"10.244.1." + std::to_string(i)}}});
+  }
+  many.push_back(Slice("hook", std::move(endpoints), {{{"name", "https"}, {"port", 9443}}}));
+  reach = JudgeServiceReach(&service, &many, 443, "service/demo/hook");
+  ASSERT_TRUE(reach.has_value());
+  EXPECT_EQ(reach->ready_addresses.size(), kReadyAddressesKept);
+}
+
 TEST_F(ServiceCheck, AServiceWithManyPortsIsAShortFinding) {
   std::vector<Json> ports;
   for (int port = 1; port <= 100000; ++port) {

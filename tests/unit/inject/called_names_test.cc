@@ -57,6 +57,21 @@ TEST(ReadCalledEndpoints, AUrlIsCalledByItsHost) {
   EXPECT_FALSE(endpoint.service.has_value());
 }
 
+TEST(UrlAddress, ThePortWrittenElse443) {
+  const auto address = [](const char* url) {
+    auto parsed = UrlAddress(url);
+    EXPECT_TRUE(parsed.has_value()) << url;
+    return parsed ? parsed->host + " " + std::to_string(parsed->port) : std::string();
+  };
+  EXPECT_EQ(address("https://Hook.Example.COM/validate"), "hook.example.com 443");
+  EXPECT_EQ(address("https://hook.example.com:8443/v"), "hook.example.com 8443");
+  EXPECT_EQ(address("https://[fd00::1]:9443"), "fd00::1 9443");
+  EXPECT_EQ(address("https://[fd00::1]"), "fd00::1 443");
+  EXPECT_EQ(address("https://hook.example.com:/v"), "hook.example.com 443");
+  EXPECT_EQ(address("https://hook.example.com:99999/v"), "hook.example.com 0");
+  EXPECT_FALSE(UrlAddress("http://hook.example.com").has_value());
+}
+
 TEST(ReadCalledEndpoints, AMalformedClientConfigIsAProblemNamingTheField) {
   const auto problem = [](const Json& client_config) { return One(client_config).problem; };
   EXPECT_EQ(problem(Json::object()),

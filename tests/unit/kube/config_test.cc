@@ -1,6 +1,7 @@
 #include "certctl/kube/config.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -201,6 +202,28 @@ contexts:
   ExpectError(LoadClusterConfig(
                   {}, EnvWith({{"KUBECONFIG", (dir / "x").string() + ":" + (dir / "y").string()}})),
               "none of the files");
+}
+
+TEST(KubeConfig, EveryContextOfTheMergedListIsNamedOnceSorted) {
+  TempDir dir;
+  const fs::path first = dir.Write("first", R"(
+contexts:
+- {name: staging, context: {cluster: s}}
+- {name: prod, context: {cluster: p}}
+)");
+  const fs::path second = dir.Write("second", R"(
+contexts:
+- {name: prod, context: {cluster: other}}
+- {name: dev, context: {cluster: d}}
+)");
+  auto names =
+      KubeconfigContexts({}, EnvWith({{"KUBECONFIG", first.string() + ":" + second.string()}}));
+  ASSERT_TRUE(names) << names.error().message();
+  EXPECT_EQ(*names, (std::vector<std::string>{"dev", "prod", "staging"}));
+
+  auto none = KubeconfigContexts({(dir / "missing").string(), ""}, MapEnvironment());
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message().find("missing"), std::string::npos);
 }
 
 TEST(KubeConfig, DefaultsToKubeconfigInHome) {

@@ -122,5 +122,44 @@ TEST(VerifyHandshake, ABundleWithoutACertificateIsRefusedBeforeConnecting) {
   EXPECT_THAT(verified.error().message(), HasSubstr("caBundle holds no certificate"));
 }
 
+TEST(DialAsApiServer, ACompletedHandshakeHandsBackTheServedLeaf) {
+  const Pki pki = MakePki(kServiceName);
+  const TlsServer server(TlsServer::Mode::kTls, pki.leaf_pem, pki.key_pem);
+  const HandshakeOutcome outcome =
+      DialAsApiServer(Loopback(server.port()), kServiceName, pki.ca_pem, 2s);
+  EXPECT_TRUE(outcome.status) << outcome.status.error().message();
+  EXPECT_FALSE(outcome.name_not_covered);
+  EXPECT_EQ(outcome.served_leaf_pem, pki.leaf_pem);
+}
+
+TEST(DialAsApiServer, ATrustedLeafForAnotherNameIsToldApartFromAnUntrustedOne) {
+  const Pki other_name = MakePki("other.infra.svc");
+  const TlsServer wrong_name(TlsServer::Mode::kTls, other_name.leaf_pem, other_name.key_pem);
+  const HandshakeOutcome named =
+      DialAsApiServer(Loopback(wrong_name.port()), kServiceName, other_name.ca_pem, 2s);
+  ASSERT_FALSE(named.status);
+  EXPECT_TRUE(named.name_not_covered);
+
+  const Pki trusted = MakePki(kServiceName);
+  const HandshakeOutcome untrusted =
+      DialAsApiServer(Loopback(wrong_name.port()), kServiceName, trusted.ca_pem, 2s);
+  ASSERT_FALSE(untrusted.status);
+  EXPECT_FALSE(untrusted.name_not_covered);
+}
+
+TEST(DialAsApiServer, NoListenerServesNothing) {
+  int closed_port = 0;
+  {
+    const TlsServer gone(TlsServer::Mode::kPlaintext);
+    closed_port = gone.port();
+  }
+  const Pki pki = MakePki(kServiceName);
+  const HandshakeOutcome outcome =
+      DialAsApiServer(Loopback(closed_port), kServiceName, pki.ca_pem, 2s);
+  ASSERT_FALSE(outcome.status);
+  EXPECT_FALSE(outcome.name_not_covered);
+  EXPECT_TRUE(outcome.served_leaf_pem.empty());
+}
+
 }  // namespace
 }  // namespace certctl::probe
