@@ -993,16 +993,20 @@ def _webhook_client_config_errors(cc, path, url_field="url"):
         return [required(path, "exactly one of url or service is required")]
     if url is not None:
         p = f"{path}.{url_field}"
+        # ValidateWebhookURL looks at Go's url.URL: Host is the authority after any user
+        # information, port included ("https://:8443/" has one), and a bare "#" or "?" leaves
+        # Fragment and RawQuery empty, so kube-apiserver stores such a URL.
         u = urllib.parse.urlsplit(url)
+        _, at, host = u.netloc.rpartition("@")
         if u.scheme != "https":
             errs.append(invalid(p, url, "'https' is the only allowed URL scheme"))
-        if not u.hostname:
+        if not host:
             errs.append(invalid(p, url, "host must be specified"))
-        if u.username or u.password:
+        if at:
             errs.append(invalid(p, url, "user information is not permitted in the URL"))
-        if u.fragment or url.endswith("#"):
+        if u.fragment:
             errs.append(invalid(p, url, "fragments are not permitted in the URL"))
-        if u.query or url.endswith("?"):
+        if u.query:
             errs.append(invalid(p, url, "query parameters are not permitted in the URL"))
     else:
         p = f"{path}.service"

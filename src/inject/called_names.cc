@@ -165,14 +165,19 @@ Result<HostPort> UrlAddress(std::string_view url) {
   if (scheme_end == std::string_view::npos || Lower(url.substr(0, scheme_end)) != "https") {
     return Fail(ErrorCode::kInvalidArgument, "is not https, the only scheme the API server calls");
   }
-  if (url.find('#') != std::string_view::npos) {
+  // Go's URL parser takes a bare "#" or "?" as no fragment and no query; the API server
+  // refuses only non-empty ones.
+  if (const std::size_t hash = url.find('#');
+      hash != std::string_view::npos && hash + 1 < url.size()) {
     return Fail(ErrorCode::kInvalidArgument, "has a fragment, which the API server refuses");
   }
-  if (url.find('?') != std::string_view::npos) {
+  const std::string_view before_fragment = url.substr(0, url.find('#'));
+  if (const std::size_t question = before_fragment.find('?');
+      question != std::string_view::npos && question + 1 < before_fragment.size()) {
     return Fail(ErrorCode::kInvalidArgument, "has query parameters, which the API server refuses");
   }
   std::string_view rest = url.substr(scheme_end + 3);
-  const std::string_view authority = rest.substr(0, rest.find('/'));
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
   if (authority.find('@') != std::string_view::npos) {
     return Fail(ErrorCode::kInvalidArgument, "has user information, which the API server refuses");
   }
@@ -199,11 +204,14 @@ Result<HostPort> UrlAddress(std::string_view url) {
                                       [](unsigned char c) { return std::isdigit(c) != 0; })) {
       return Fail(ErrorCode::kInvalidArgument, "has a port that is not a number");
     }
-    // The API server dials the port as written; a number it cannot dial leaves port 0.
     if (!port.empty()) {
-      address.port = port.size() <= 5 && std::stoi(std::string(port)) <= 65535
-                         ? std::stoi(std::string(port))
-                         : 0;
+      // The API server stores any number here, and then cannot dial one beyond 65535.
+      if (port.size() > 5 || std::stoi(std::string(port)) > 65535) {
+        return Fail(
+            ErrorCode::kInvalidArgument,
+            "has port " + std::string(port) + ", beyond 65535: nothing can be dialled there");
+      }
+      address.port = std::stoi(std::string(port));
     }
   }
   if (host.empty()) {

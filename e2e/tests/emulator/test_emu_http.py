@@ -174,6 +174,27 @@ def test_webhook_configuration_defaults_and_validation(cluster):
         webhook("a.example.com", clientConfig={"url": "https://x", "caBundle": "bm90IHBlbQ=="})]})
 
 
+
+@pytest.mark.backends("emulator", "real")
+def test_webhook_urls_are_judged_as_kube_apiserver_judges_them(cluster):
+    """ValidateWebhookURL reads Go's url.URL: Host is the authority after the user
+    information, so a port alone is a host, and a bare "#" or "?" leaves Fragment and RawQuery
+    empty."""
+    def status(url):
+        return cluster.api("POST", f"{VWCS}?dryRun=All", {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "url"},
+            "webhooks": [webhook("a.example.com", clientConfig={"url": url})]}).status
+
+    stored = ["https://:8443/validate", "https://hook.example.com/validate#",
+              "https://hook.example.com/validate?", "HTTPS://hook.example.com/validate",
+              "https://hook.example.com:99999/validate", "https://[::1]:8443/validate"]
+    refused = ["http://hook.example.com/validate", "https:///validate",
+               "https://@hook.example.com/validate", "https://user:pw@hook.example.com/",
+               "https://hook.example.com/validate#part", "https://hook.example.com/?a=b"]
+    assert {url: status(url) for url in stored + refused} == \
+        {**{url: 201 for url in stored}, **{url: 422 for url in refused}}
+
 # --- update semantics ---------------------------------------------------------------------
 
 def test_update_conflicts_and_resource_version_rules(cluster):

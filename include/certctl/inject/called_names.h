@@ -51,8 +51,7 @@ std::vector<CalledEndpoint> ReadCalledEndpoints(TargetKind kind, const nlohmann:
 // refuses to call (not https, no host, user information, query or fragment).
 Result<std::string> UrlHost(std::string_view url);
 
-// The same, with the port the API server dials: the one written, else 443 (0 when the number
-// written is beyond 65535).
+// The same, with the port the API server dials: the one written, else 443.
 Result<HostPort> UrlAddress(std::string_view url);
 
 }  // namespace certctl::inject

@@ -68,8 +68,15 @@ TEST(UrlAddress, ThePortWrittenElse443) {
   EXPECT_EQ(address("https://[fd00::1]:9443"), "fd00::1 9443");
   EXPECT_EQ(address("https://[fd00::1]"), "fd00::1 443");
   EXPECT_EQ(address("https://hook.example.com:/v"), "hook.example.com 443");
-  EXPECT_EQ(address("https://hook.example.com:99999/v"), "hook.example.com 0");
+  // A bare "#" or "?" is no fragment and no query to the API server, which stores and calls it.
+  EXPECT_EQ(address("https://hook.example.com/v#"), "hook.example.com 443");
+  EXPECT_EQ(address("https://hook.example.com:8443?"), "hook.example.com 8443");
   EXPECT_FALSE(UrlAddress("http://hook.example.com").has_value());
+  EXPECT_FALSE(UrlAddress("https://hook.example.com/v#top").has_value());
+  EXPECT_FALSE(UrlAddress("https://hook.example.com/v?a=b").has_value());
+  auto beyond = UrlAddress("https://hook.example.com:99999/v");
+  ASSERT_FALSE(beyond.has_value());
+  EXPECT_NE(beyond.error().message().find("beyond 65535"), std::string::npos);
 }
 
 TEST(ReadCalledEndpoints, AMalformedClientConfigIsAProblemNamingTheField) {
