@@ -1,33 +1,40 @@
 """`certctl audit`: every webhook in the cluster as the API server meets it, on both backends,
-with exactly the read-only permissions docs/audit.md lists."""
+with exactly the read-only ClusterRole the manifests ship (docs/audit.md)."""
 
 import base64
+import datetime
 import json
+import os
 
 import pytest
+import yaml
 
+from harness.badpki import Authority, now
 from harness.certctl import (api_service, b64, crd, read_only, run_certctl,
                              service_with_endpoints, webhook_configuration)
+from harness.helm import REPO
 
 NS = "infra"
 VWC = "ValidatingWebhookConfiguration"
 MWC = "MutatingWebhookConfiguration"
 
-AUDITOR_RULES = [
-    {"verbs": ["get", "list"], "apiGroups": ["admissionregistration.k8s.io"],
-     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"]},
-    {"verbs": ["get", "list"], "apiGroups": ["apiextensions.k8s.io"],
-     "resources": ["customresourcedefinitions"]},
-    {"verbs": ["get", "list"], "apiGroups": ["apiregistration.k8s.io"],
-     "resources": ["apiservices"]},
-    {"verbs": ["get", "list"], "apiGroups": [""], "resources": ["services"]},
-    {"verbs": ["get", "list"], "apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"]},
-]
+
+def _example_role_rules():
+    """The rules of the read-only ClusterRole the manifests ship (manifests/examples/audit):
+    the tests audit with exactly those, so the role is proven enough."""
+    with open(os.path.join(REPO, "manifests", "examples", "audit", "clusterrole.yaml"),
+              encoding="utf-8") as f:
+        return next(doc for doc in yaml.safe_load_all(f) if doc["kind"] == "ClusterRole")["rules"]
+
+
+# The four kinds first, then Services and EndpointSlices.
+AUDITOR_RULES = _example_role_rules()
 
 
 def apply(cluster, *objects):
-    for obj in objects:
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
+    """One kubectl for all of them, in their order (a List)."""
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": list(objects)}))
 
 
 def ca_pem(certctl_binary, validity="10y"):
@@ -56,20 +63,83 @@ POD_CREATION = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v
                  "resources": ["pods"], "scope": "*"}]
 
 
+INGRESS_CREATION = [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["networking.k8s.io"],
+                      "apiVersions": ["v1"], "resources": ["ingresses"]}]
+
+
+def expired_ca_pem():
+    """A CA that ended yesterday, the only certificate of its bundle."""
+    ended = now() - datetime.timedelta(days=1)
+    return Authority("lapsed-ca", not_before=ended - datetime.timedelta(days=365),
+                     not_after=ended).cert_pem
+
+
+def as_cainjector_leaves_it(ca):
+    """What cert-manager's cainjector leaves: the configuration annotated with the Certificate
+    whose Secret's ca.crt it copies into every caBundle, failing closed."""
+    configuration = with_policy(webhook_configuration(
+        VWC, "policy-controller", ["validate.policy.example.io", "defaults.policy.example.io"],
+        ca_bundle=ca), "Fail",
+        rules=[{"operations": ["CREATE", "UPDATE"], "apiGroups": ["apps"],
+                "apiVersions": ["v1"], "resources": ["deployments"]}])
+    configuration["metadata"]["annotations"] = {
+        "cert-manager.io/inject-ca-from": f"{NS}/policy-controller-serving"}
+    return configuration
+
+
+def as_a_hook_job_leaves_it(ca):
+    """What ingress-nginx's kube-webhook-certgen leaves after its patch Job: the caBundle of
+    its own CA and failurePolicy Fail, calling a named Service port in its own namespace."""
+    configuration = with_policy(webhook_configuration(
+        VWC, "ingress-nginx-admission", ["validate.nginx.ingress.kubernetes.io"],
+        ca_bundle=ca, service="ingress-nginx-controller-admission", namespace="ingress-nginx"),
+        "Fail", rules=INGRESS_CREATION)
+    configuration["webhooks"][0]["clientConfig"]["service"]["path"] = \
+        "/networking/v1/ingresses"
+    return configuration
+
+
+def certctl_sets_up(cluster, certctl_binary):
+    """certctl's own webhooks as `certctl job` leaves them: shipped with Ignore and no
+    caBundle, then the Secret made, its CA injected and failurePolicy raised to Fail."""
+    apply(cluster, with_policy(webhook_configuration(VWC, "certctl-managed",
+                                                     ["a.certctl.io", "b.certctl.io"]),
+                               "Ignore"))
+    done = run_certctl(certctl_binary, "job", "--kubeconfig", cluster.kubeconfig(), "-n", NS,
+                       "--secret", "webhook-server-cert", "--service", "hook",
+                       "--validating-webhook", "certctl-managed",
+                       "--failure-policy-once-ready", "Fail", "--log-level", "off")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.fixture
 def webhooks(cluster, certctl_binary):
-    """Webhooks set up every way a cluster holds them: healthy ones (as certctl or
-    cert-manager's cainjector leave them: a valid CA in every caBundle), one a hook Job left
-    without its bundle, a hand-written one with garbage, one whose CA ends soon, ones calling a
-    Service that is gone or has no ready endpoint, one that fails closed on its own pods, and
+    """Webhooks set up every way a cluster holds them. Healthy: hand-written ones with a valid
+    CA in every caBundle, one as cert-manager's cainjector leaves it, one as a hook Job
+    (ingress-nginx's kube-webhook-certgen) leaves it, and certctl's own after `certctl job`.
+    Broken: one a hook Job left without its bundle, a hand-written one with garbage, one whose
+    only CA has expired, one whose CA ends soon, ones calling a Service that is gone, a port it
+    lacks or no ready endpoint, a URL with no host, one that fails closed on its own pods, and
     mutating ones whose timeouts add up."""
-    cluster.kubectl("create", "namespace", NS)
-    apply(cluster, *service_with_endpoints("hook", NS),
-          *service_with_endpoints("down", NS, ready=(False,)))
+    apply(cluster, *({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                     for name in (NS, "ingress-nginx")),
+          *service_with_endpoints("hook", NS),
+          *service_with_endpoints("down", NS, ready=(False,)),
+          *service_with_endpoints("ingress-nginx-controller-admission", "ingress-nginx",
+                                  target_port=8443, port_name="https-webhook"))
     ca = ca_pem(certctl_binary)
     soon = ca_pem(certctl_binary, validity="10d")
     garbage = webhook_configuration(VWC, "garbage", ["g.hook.io"])
     garbage["webhooks"][0]["clientConfig"]["caBundle"] = b64("not a certificate")
+    wrong_port = webhook_configuration(VWC, "wrong-port", ["w.hook.io"], ca_bundle=ca)
+    wrong_port["webhooks"][0]["clientConfig"]["service"]["port"] = 8443
+    # The API server refuses a URL that is not https, has user information, a query or a
+    # fragment, and a Service reference without name or namespace or with a port out of
+    # range: of what certctl calls target-invalid it stores only a URL whose authority is a
+    # port alone (Go's url.URL has Host ":8443"), which it can never call.
+    no_host = webhook_configuration(VWC, "no-host", ["u.hook.io"], ca_bundle=ca)
+    no_host["webhooks"][0]["clientConfig"] = {"url": "https://:8443/validate",
+                                              "caBundle": b64(ca)}
     apply(cluster,
           webhook_configuration(VWC, "healthy", ["a.hook.io", "b.hook.io"], ca_bundle=ca,
                                 labels={"audit": "healthy"}),
@@ -87,7 +157,14 @@ def webhooks(cluster, certctl_binary):
           with_policy(webhook_configuration(VWC, "own-pods", ["p.hook.io"], ca_bundle=ca),
                       "Fail", rules=POD_CREATION),
           with_policy(webhook_configuration(MWC, "slow", [f"m{i}.hook.io" for i in range(4)],
-                                            ca_bundle=ca), "Ignore", timeout=10))
+                                            ca_bundle=ca), "Ignore", timeout=10),
+          with_policy(webhook_configuration(VWC, "expired", ["e.hook.io"],
+                                            ca_bundle=expired_ca_pem()), "Ignore"),
+          with_policy(wrong_port, "Fail"),
+          with_policy(no_host, "Ignore"),
+          as_cainjector_leaves_it(ca),
+          as_a_hook_job_leaves_it(ca_pem(certctl_binary)))
+    certctl_sets_up(cluster, certctl_binary)
     cluster.add_user("auditor", AUDITOR_RULES)
     return ca
 
@@ -110,6 +187,9 @@ def test_every_finding_is_reported_with_reads_only_and_fail_on_decides_the_exit(
     assert codes(report) == sorted([
         ("ca-bundle-missing", "critical", f"{vwc}/no-bundle", "webhooks[0] (n.hook.io)"),
         ("ca-bundle-unparsable", "critical", f"{vwc}/garbage", "webhooks[0] (g.hook.io)"),
+        ("ca-bundle-expired", "critical", f"{vwc}/expired", "webhooks[0] (e.hook.io)"),
+        ("service-port-missing", "critical", f"{vwc}/wrong-port", "webhooks[0] (w.hook.io)"),
+        ("target-invalid", "critical", f"{vwc}/no-host", "webhooks[0] (u.hook.io)"),
         ("ca-bundle-expiring-soon", "warning", f"{mwc}/soon", "webhooks[0] (s.hook.io)"),
         ("service-missing", "critical", f"{vwc}/gone", "webhooks[0] (x.hook.io)"),
         ("no-ready-endpoints", "warning", f"{vwc}/down", "webhooks[0] (d.hook.io)"),
@@ -121,6 +201,22 @@ def test_every_finding_is_reported_with_reads_only_and_fail_on_decides_the_exit(
              o["findings"]) for o in healthy] == [
         ("webhooks[0] (a.hook.io)", "hook.infra.svc", "Fail", 1, []),
         ("webhooks[1] (b.hook.io)", "hook.infra.svc", "Fail", 1, []),
+    ]
+    # cert-manager's, the hook Job's and certctl's own: each entry trusted, failing closed,
+    # reachable, and nothing found.
+    managed = sorted((o["name"], o["entry"], o["calls"], o["failurePolicy"],
+                      o["caBundle"]["certificates"], o["findings"]) for o in report["objects"]
+                     if o["name"] in ("policy-controller", "ingress-nginx-admission",
+                                      "certctl-managed"))
+    assert managed == [
+        ("certctl-managed", "webhooks[0] (a.certctl.io)", "hook.infra.svc", "Fail", 1, []),
+        ("certctl-managed", "webhooks[1] (b.certctl.io)", "hook.infra.svc", "Fail", 1, []),
+        ("ingress-nginx-admission", "webhooks[0] (validate.nginx.ingress.kubernetes.io)",
+         "ingress-nginx-controller-admission.ingress-nginx.svc", "Fail", 1, []),
+        ("policy-controller", "webhooks[0] (validate.policy.example.io)", "hook.infra.svc",
+         "Fail", 1, []),
+        ("policy-controller", "webhooks[1] (defaults.policy.example.io)", "hook.infra.svc",
+         "Fail", 1, []),
     ]
     kinds = {(o["kind"], o["name"]) for o in report["objects"]}
     assert ("CustomResourceDefinition", "widgets.hook.io") in kinds
@@ -136,7 +232,7 @@ def test_every_finding_is_reported_with_reads_only_and_fail_on_decides_the_exit(
     assert text.returncode == 1
     assert "critical validatingwebhookconfiguration/gone webhooks[0] (x.hook.io): calls " \
            "service/infra/gone, which does not exist" in text.stdout, text.stdout
-    assert text.stdout.rstrip().splitlines()[-1].endswith("3 critical, 4 warnings")
+    assert text.stdout.rstrip().splitlines()[-1].endswith("6 critical, 4 warnings")
 
     # --fail-on and the selector, on the same cluster.
     healthy = audit(cluster, certctl_binary, "--webhook-selector", "audit=healthy",
