@@ -23,7 +23,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy clang-14 libclang-rt-14-dev
   ccache hyperfine strace
-  python3 python3-pytest python3-pytest-xdist python3-kubernetes python3-yaml python3-prometheus-client
+  python3 python3-pytest python3-pytest-xdist python3-kubernetes python3-yaml python3-prometheus-client python3-matplotlib python3-cryptography
   prometheus
   file podman runc skopeo docker-registry python3-license-expression
 )

@@ -1,31 +1,18 @@
 #!/usr/bin/python3
 """certctl beside the tools users would pick instead, on the same real API server, the same
-webhook server and the same webhook configurations, in one run (bench/peers/README.md).
+webhook server and the same webhook configurations, in one run (bench/peers/README.md says
+what each row measures and why).
 
-    bench/peers/run.py [--certctl build/ci/certctl] [--quick] [--report FILE.md] [--json FILE]
+    bench/peers/run.py [--certctl build/ci/certctl] [--kube-webhook-certgen-source DIR]
+                       [--quick] [--plot] [--report FILE.md] [--json FILE]
 
-Each tool gets a fresh kube-apiserver and etcd (scripts/kube-up.sh), a namespace with the
-webhook's Service and an EndpointSlice naming the example webhook server
-(e2e/harness/webhook_server.py) on this machine's address, and one Validating and one
-Mutating webhook configuration with an empty caBundle, failurePolicy Fail, that every
-ConfigMap create in the namespace meets. An admission call is a dry-run ConfigMap create:
-kube-apiserver calls both webhooks, trusting only their caBundle and verifying
-`hook.bench.svc`; 201 is a success. Then, per tool:
-
-- install: process start to the first successful admission call;
-- steady: over a window (300 s, --quick 10 s), the peak RSS (VmHWM), CPU seconds, and the
-  API requests, writes and watches the API server's audit log holds for the tool's user;
-- drift: both caBundles wiped: time until both are stored again, and to the next successful
-  admission call (medians of 3), with the admission calls failed meanwhile (a caller every
-  50 ms);
-- restart: SIGKILL, a new process, to its /readyz 200 (median of 5), with the admission
-  calls failed meanwhile;
-- wrong name: the validating configuration calls a Service the certificate does not name;
-  whether the tool's /readyz goes red within 10 s.
-
-A tool that runs from the Secret's volume (cert-controller) gets the Secret's data written
-into its folder as the kubelet does it, swapped in through `..data`, one second after each
-change (the kubelet's own delay is up to its sync period, a minute by default).
+Four columns (bench/peers/columns.py): two controllers, `certctl run` and cert-controller's
+rotator, and two Helm hooks, `certctl job` and kube-webhook-certgen. Each gets a control
+plane of its own (scripts/kube-up.sh) with the webhook's Service, the example webhook server
+(e2e/harness/webhook_server.py) and one Validating and one Mutating configuration that every
+ConfigMap create in the namespace meets; an admission call is a dry-run ConfigMap create,
+201 a success. The steps below (install, steady, drift, restart, wrong_name, ca_near_end,
+scale) each fill some of the tool's figures; a hook has no steady state, drift or restart.
 
 Exit 0 when every tool ran every step, 1 when one failed (the report says which), 2 on bad
 arguments.
@@ -34,15 +21,14 @@ arguments.
 import argparse
 import base64
 import collections
+import concurrent.futures
 import datetime
-import hashlib
 import json
 import os
 import platform
 import re
-import signal
+import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -58,26 +44,17 @@ from harness.naive_rotation import publish_folder  # noqa: E402
 from harness.real_cluster import RealCluster  # noqa: E402
 from harness.sidecar import WEBHOOK_SERVER  # noqa: E402
 from soak.workloads import peak_rss_kib  # noqa: E402
+from columns import (CONFIG, KWC_MODULE, KWC_VERSION, NS, SCALE_LABEL, SECRET,  # noqa: E402
+                   SERVICE, STEP_BOUND, CertController, Certctl, CertctlJob,
+                   KubeWebhookCertgen, StepFailed, cert_controller_build, kwc_build,
+                   short_lived_pair)
 
-NS = "bench"
-SERVICE = "hook"
-SECRET = "webhook-server-cert"
-CONFIG = "hook"
-HOST = f"{SERVICE}.{NS}.svc"
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 KINDS = {"validating": "validatingwebhookconfigurations",
          "mutating": "mutatingwebhookconfigurations"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-POLL = 0.05          # seconds between two admission calls while waiting for one to succeed
-STEP_BOUND = 120.0   # seconds any step may take before the tool is judged not to manage it
-PROPAGATION = 1.0    # seconds from a Secret's change to its volume's (the kubelet's delay)
-REPEATS = 5          # restarts measured (the median)
-# Wipes measured (the median): certctl repairs three in a row at once, then spaces its
-# repairs out, as it does against a writer that keeps undoing it; a single wipe (a sync
-# gone wrong) is what this row is about.
-DRIFT_REPEATS = 3
-CACHE = os.path.join(os.environ.get("CERTCTL_CACHE_DIR",
-                                    os.path.expanduser("~/.cache/certctl")), "peers")
+POLL = 0.05          # seconds between two admission calls
+CA_PREPARE = 2.0     # seconds the short-lived CA may take to get served before the tool starts
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Every tool runs as a ServiceAccount with these rights, so the audit log tells its requests
 # apart; what each needs at least is not what is measured here.
@@ -93,8 +70,24 @@ RULES = [{"apiGroups": [""], "resources": ["secrets", "events", "configmaps", "s
           "namespaces": ["default"]}]
 
 
-class StepFailed(RuntimeError):
-    pass
+class Form:
+    """How much of each step a run does: the full form for the report, the quick one for CI
+    (every step still runs against every tool, on fewer repeats and shorter windows)."""
+
+    def __init__(self, quick):
+        self.quick = quick
+        self.steady = 3 if quick else 300       # seconds of steady state
+        self.installs = 1 if quick else 3       # installs measured (the median)
+        # Wipes measured (the median): certctl repairs three in a row at once, then spaces
+        # its repairs out, as it does against a writer that keeps undoing it.
+        self.drifts = 1 if quick else 3
+        self.restarts = 1 if quick else 5       # restarts measured (the median)
+        self.red_bound = 2 if quick else 10     # seconds a tool has to go red on a wrong name
+        # Seconds of life the CA has left when the tool starts: certctl's rotation waits
+        # 3 s for the API servers' caches before it moves the leaf.
+        self.ca_left = 4 if quick else 12
+        self.new_connections = 1 if quick else 2  # seconds of calls after a CA's end
+        self.scale = 50 if quick else 500       # configurations in the scale row
 
 
 def cpu_seconds(pid):
@@ -107,163 +100,38 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def go_build(folder, name):
-    """The program of a Go module folder, built once per source hash and Go version."""
-    digest = hashlib.sha256()
-    for file in sorted(os.listdir(folder)):
-        if file.endswith((".go", ".mod", ".sum")):
-            with open(os.path.join(folder, file), "rb") as f:
-                digest.update(file.encode() + b"\0" + f.read())
-    digest.update(subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True,
-                                 check=True).stdout.encode())
-    out = os.path.join(CACHE, f"{name}-{digest.hexdigest()[:12]}", name)
-    if not os.access(out, os.X_OK):
-        os.makedirs(os.path.dirname(out), exist_ok=True)
-        print(f"peers: building {name} (once per machine)", file=sys.stderr)
-        subprocess.run(["go", "build", "-mod=readonly", "-trimpath", "-o", out + ".tmp", "."],
-                       cwd=folder, check=True)
-        os.replace(out + ".tmp", out)
-    return out
+def configuration(kind, name=CONFIG, scale=False):
+    """A configuration calling the Service `hook`; the scale row's never meet a request
+    (an object selector nothing matches) and carry SCALE_LABEL."""
+    title = kind.capitalize()
+    hook = {"name": f"{kind}.hook.bench.io", "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
+            "clientConfig": {"service": {"name": SERVICE, "namespace": NS,
+                                         "path": "/validate", "port": 443}},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NS}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["configmaps"]}]}
+    metadata = {"name": name}
+    if scale:
+        hook["objectSelector"] = {"matchLabels": {"bench.certctl.io/never": "true"}}
+        metadata["labels"] = {SCALE_LABEL: "yes"}
+    return {"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": f"{title}WebhookConfiguration", "metadata": metadata, "webhooks": [hook]}
 
 
-class SecretVolume:
-    """The kubelet's copy of the Secret in a folder: each new resourceVersion written
-    PROPAGATION seconds later, as a new folder swapped in through `..data`."""
-
-    def __init__(self, cluster, folder):
-        self.cluster, self.folder = cluster, folder
-        self.version = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="secret-volume", daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            resp = self.cluster.api("GET", f"/api/v1/namespaces/{NS}/secrets/{SECRET}")
-            if resp.status == 200:
-                secret = resp.json()
-                version = secret["metadata"]["resourceVersion"]
-                if version != self.version and not self._stop.wait(PROPAGATION):
-                    data = secret.get("data") or {}
-                    publish_folder(self.folder, {k: base64.b64decode(v).decode()
-                                                 for k, v in data.items()})
-                    self.version = version
-            self._stop.wait(0.1)
-
-    def start(self):
-        os.makedirs(self.folder, exist_ok=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
-
-
-class Tool:
-    """One peer: how it is started, where it is asked whether it is ready."""
-
-    name = ""
-    version = ""
-
-    def __init__(self, cluster, workdir):
-        self.cluster, self.workdir = cluster, workdir
-        self.user = f"system:serviceaccount:{NS}:{self.name}"
-        self.cert_dir = os.path.join(workdir, "certs")
-        self.health_port, = free_ports(1)
-        self.process = None
-        self.runs = 0
-
-    def argv(self):
-        raise NotImplementedError
-
-    def prepare(self, bed):
-        """What the tool's own install manifests create before it starts."""
-
-    def env(self):
-        return {"KUBECONFIG": self.cluster.kubeconfig(self.user)}
-
-    def start(self):
-        self.runs += 1
-        self.process = ContainerProcess(self.argv(), self.env(), self.workdir,
-                                        name=f"{self.name}-{self.runs}").start()
-        return self
-
-    def ready(self):
-        status, _ = self.process.get("/readyz", self.health_port)
-        return status == 200
-
-    def kill(self):
-        self.process.stop(sig=signal.SIGKILL, grace=5.0)
-
-    def stop(self):
-        if self.process is not None:
-            self.process.stop()
-
-    def log(self):
-        return self.process.log() if self.process else ""
-
-
-class Certctl(Tool):
-    name = "certctl"
-
-    def __init__(self, cluster, workdir, binary):
-        super().__init__(cluster, workdir)
-        self.binary = binary
-        self.version = subprocess.run([binary, "version"], capture_output=True, text=True,
-                                      check=True).stdout.strip()
-
-    def argv(self):
-        return [self.binary, "run", "--kubeconfig", self.cluster.kubeconfig(self.user),
-                "-n", NS, "--secret", SECRET, "--service", SERVICE,
-                "--validating-webhook", CONFIG, "--mutating-webhook", CONFIG,
-                "--cert-dir", self.cert_dir, "--health-addr", f"127.0.0.1:{self.health_port}",
-                "--metrics-addr", ""]
-
-
-class CertController(Tool):
-    """open-policy-agent/cert-controller's rotator in a manager of ours
-    (bench/peers/cert-controller), reading the Secret's volume."""
-
-    name = "cert-controller"
-
-    def __init__(self, cluster, workdir, binary):
-        super().__init__(cluster, workdir)
-        self.binary = binary
-        self.version = "open-policy-agent/cert-controller " + module_version(
-            os.path.join(HERE, "cert-controller"), "github.com/open-policy-agent/cert-controller")
-        self.volume = SecretVolume(cluster, self.cert_dir).start()
-
-    def prepare(self, bed):
-        # The rotator fills a Secret it is given and exits without one: the manifests of
-        # those who embed it (Gatekeeper's among them) ship it empty.
-        bed.apply({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                   "metadata": {"name": SECRET, "namespace": NS}})
-
-    def argv(self):
-        return [self.binary, "--namespace", NS, "--secret", SECRET, "--service", SERVICE,
-                "--cert-dir", self.cert_dir, "--validating", CONFIG, "--mutating", CONFIG,
-                "--health-addr", f"127.0.0.1:{self.health_port}"]
-
-    def stop(self):
-        super().stop()
-        self.volume.stop()
-
-
-def module_version(folder, module):
-    with open(os.path.join(folder, "go.mod"), encoding="utf-8") as f:
-        for line in f:
-            words = line.split()
-            if len(words) >= 2 and module in words[:2]:
-                return words[words.index(module) + 1]
-    return "?"
+def pem_certificates(pem):
+    """The DER of each certificate in a PEM bundle, as a set."""
+    text = pem.decode("ascii", "replace") if isinstance(pem, bytes) else pem
+    return {"".join(block.split("-----")[0].split())
+            for block in text.split("-----BEGIN CERTIFICATE-----")[1:]}
 
 
 class Bed:
     """One tool's test bed: the control plane, the webhook's Service and endpoint, the two
     configurations and the webhook server on the tool's certificate folder."""
 
-    def __init__(self, workdir):
-        self.workdir = workdir
+    def __init__(self, workdir, account):
+        self.workdir, self.account = workdir, account
         self.cluster = RealCluster()
         self.server = None
         self.port, = free_ports(1)
@@ -271,8 +139,7 @@ class Bed:
     def __enter__(self):
         self.cluster.start()
         self.cluster.kubectl("create", "namespace", NS)
-        self.cluster.add_user(f"system:serviceaccount:{NS}:certctl", RULES)
-        self.cluster.add_user(f"system:serviceaccount:{NS}:cert-controller", RULES)
+        self.cluster.add_user(f"system:serviceaccount:{NS}:{self.account}", RULES)
         self.apply_service(SERVICE)
         for kind in KINDS:
             self.apply(configuration(kind))
@@ -303,10 +170,20 @@ class Bed:
                     "ports": [{"name": "https", "port": self.port, "protocol": "TCP"}]})
 
     def serve(self, cert_dir):
+        """The webhook server on `cert_dir`, in place of the one before (a new pod)."""
+        if self.server is not None:
+            self.server.stop()
         self.server = ContainerProcess(
             [WEBHOOK_SERVER, "--cert-dir", cert_dir, "--listen",
              f"{self.cluster.node_ip}:{self.port}", "--ready-timeout", "600"], {},
             os.path.join(self.workdir, "webhook"), name="webhook").start()
+
+    def listening(self):
+        try:
+            socket.create_connection((self.cluster.node_ip, self.port), 0.5).close()
+            return True
+        except OSError:
+            return False
 
     def admit(self):
         """One admission call: (True, "") or (False, what kube-apiserver answered)."""
@@ -323,7 +200,7 @@ class Bed:
         start = time.monotonic()
         answer = ""
         while time.monotonic() - start < STEP_BOUND:
-            if tool.process is not None and not tool.process.alive():
+            if not tool.stopped and not tool.process.alive():
                 raise StepFailed(f"{what}: {tool.name} exited:\n{tool.log()[-1500:]}")
             ok, answer = self.admit()
             if ok:
@@ -332,25 +209,39 @@ class Bed:
         raise StepFailed(f"{what}: no admission call succeeded within {STEP_BOUND:g}s: "
                          f"{answer}\n{tool.log()[-1500:]}")
 
-    def wipe_bundles(self):
-        """Both caBundles emptied, one request each (milliseconds apart)."""
+    def set_bundles(self, pem):
+        """Both caBundles set to `pem` (b"": emptied), one request each."""
+        value = base64.b64encode(pem).decode()
         for resource in KINDS.values():
             resp = self.cluster.api(
                 "PATCH", f"{ADMISSION}/{resource}/{CONFIG}",
-                [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}],
+                [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": value}],
                 content_type="application/json-patch+json")
             if resp.status != 200:
-                raise StepFailed(f"drift: wiping {resource}/{CONFIG}: {resp.status} "
-                                 f"{resp.body[:300]!r}")
+                raise StepFailed(f"setting the caBundle of {resource}/{CONFIG}: "
+                                 f"{resp.status} {resp.body[:300]!r}")
 
-    def bundles_present(self):
-        """Both configurations hold a caBundle (as the API server stores them)."""
+    def bundles(self):
+        """The certificates of each caBundle, as the API server stores them."""
+        found = []
         for resource in KINDS.values():
             resp = self.cluster.api("GET", f"{ADMISSION}/{resource}/{CONFIG}")
-            if resp.status != 200 or not resp.json()["webhooks"][0]["clientConfig"].get(
-                    "caBundle"):
-                return False
-        return True
+            bundle = resp.json()["webhooks"][0]["clientConfig"].get("caBundle", "") \
+                if resp.status == 200 else ""
+            found.append(pem_certificates(base64.b64decode(bundle)))
+        return found
+
+    def secret(self):
+        resp = self.cluster.api("GET", f"/api/v1/namespaces/{NS}/secrets/{SECRET}")
+        if resp.status != 200:
+            raise StepFailed(f"reading the Secret: {resp.status} {resp.body[:300]!r}")
+        return resp.json()
+
+    def reset(self, tool):
+        """No Secret and empty caBundles, as before an install (the tool stopped)."""
+        tool.stop()
+        self.cluster.api("DELETE", f"/api/v1/namespaces/{NS}/secrets/{SECRET}")
+        self.set_bundles(b"")
 
     def open_watches(self):
         """Watches kube-apiserver holds open now (its apiserver_longrunning_requests)."""
@@ -370,21 +261,28 @@ class Bed:
     def requests_of(self, user):
         entries = [e for e in self.cluster.request_log()["requests"] if e["user"] == user]
         return {"requests": len(entries),
-                "writes": sum(e["verb"] in WRITE_VERBS and e["code"] < 300 for e in entries)}
+                "writes": sum(e["verb"] in WRITE_VERBS and e["code"] < 300 for e in entries),
+                "by_verb": dict(collections.Counter(f"{e['verb']} {e['resource']}"
+                                                    for e in entries))}
 
+    def add_scale_configurations(self, count):
+        """`count` validating configurations with SCALE_LABEL and an empty caBundle."""
+        names = [f"scale-{i:04d}" for i in range(count)]
+        path = f"{ADMISSION}/{KINDS['validating']}"
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for resp in pool.map(lambda n: self.cluster.api(
+                    "POST", path, configuration("validating", n, scale=True)), names):
+                if resp.status != 201:
+                    raise StepFailed(f"scale: creating a configuration: {resp.status} "
+                                     f"{resp.body[:300]!r}")
+        return names
 
-def configuration(kind):
-    title = kind.capitalize()
-    return {"apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": f"{title}WebhookConfiguration", "metadata": {"name": CONFIG},
-            "webhooks": [{"name": f"{kind}.hook.bench.io", "admissionReviewVersions": ["v1"],
-                          "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 5,
-                          "clientConfig": {"service": {"name": SERVICE, "namespace": NS,
-                                                       "path": "/validate", "port": 443}},
-                          "namespaceSelector": {"matchLabels": {
-                              "kubernetes.io/metadata.name": NS}},
-                          "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                     "operations": ["CREATE"], "resources": ["configmaps"]}]}]}
+    def scale_injected(self):
+        """How many of the scale row's configurations carry a caBundle."""
+        resp = self.cluster.api("GET", f"{ADMISSION}/{KINDS['validating']}"
+                                       f"?labelSelector={SCALE_LABEL}%3Dyes")
+        return sum(bool(item["webhooks"][0]["clientConfig"].get("caBundle"))
+                   for item in resp.json()["items"])
 
 
 def failure_cause(answer):
@@ -397,7 +295,8 @@ def failure_cause(answer):
 
 
 class Caller:
-    """Admission calls every POLL seconds on a thread, counting the failed ones."""
+    """Admission calls every POLL seconds on a thread while a step runs, counting the failed
+    ones: what the cluster's users meet while the tool does its work."""
 
     def __init__(self, bed):
         self.bed = bed
@@ -423,6 +322,49 @@ class Caller:
         self._stop.set()
         self._thread.join(35)
 
+    def record(self, figures, prefix):
+        figures[f"{prefix}_calls"], figures[f"{prefix}_failed"] = self.calls, self.failed
+        figures[f"{prefix}_failures"] = dict(self.answers)
+
+
+class BundleWatch(threading.Thread):
+    """Looks at both caBundles and the Secret every 20 ms while a CA is replaced: when a CA
+    other than `old` is first in both bundles, whether a bundle held the old and a new one
+    together on the way (a rotation in steps), and when the Secret's leaf `cert` changed."""
+
+    def __init__(self, bed, old, cert_key, cert):
+        super().__init__(name="bundle-watch", daemon=True)
+        self.bed, self.old, self.cert_key, self.cert = bed, old, cert_key, cert
+        self.start_time = time.monotonic()
+        self.new_after = self.leaf_after = None
+        self.overlap = False
+        self._done = threading.Event()
+
+    def run(self):
+        while not self._done.wait(0.02):
+            now = time.monotonic() - self.start_time
+            bundles = self.bed.bundles()
+            self.overlap |= any(self.old & b and b - self.old for b in bundles)
+            if self.new_after is None and all(b - self.old for b in bundles):
+                self.new_after = now
+            if self.leaf_after is None and \
+                    self.bed.secret()["data"].get(self.cert_key) != self.cert:
+                self.leaf_after = now
+
+    def __enter__(self):
+        self.start_time = time.monotonic()
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self.join(10)
+
+    def action(self):
+        if self.new_after is None:
+            return "keeps the old CA"
+        return "rotates in steps" if self.overlap else "regenerates at once"
+
 
 def wait_for(predicate, bound, interval=POLL):
     """Seconds until predicate() holds, or None when it did not within `bound`."""
@@ -434,162 +376,330 @@ def wait_for(predicate, bound, interval=POLL):
     return None
 
 
-def measure(make_tool, workdir, steady_seconds, say):
-    """Every step for one tool, on a bed of its own; the figures, and the step that failed."""
+def launch(tool, scale=None):
+    """Starts a controller, or runs a hook to its end (StepFailed when it fails)."""
+    if not tool.hook:
+        tool.start(scale)
+        return
+    codes = tool.run_hook(scale)
+    if any(codes):
+        raise StepFailed(f"{tool.name} exited {codes[-1]}\n{tool.log()[-1500:]}")
+
+
+# --- the steps: each takes (bed, tool, form, figures, say) and fills figures -------------
+
+def install(bed, tool, form, figures, say):
+    """From nothing (no Secret, empty caBundles, a new webhook pod) to the first successful
+    admission call; a hook's processes timed to their end too. The median of form.installs,
+    so one slow start does not stand for the tool."""
+    totals, hooks = [], []
+    for attempt in range(form.installs):
+        if attempt:
+            bed.reset(tool)
+        tool.new_cert_dir()
+        tool.prepare(bed)
+        bed.serve(tool.cert_dir)
+        bed.cluster.reset_request_log()
+        start = time.monotonic()
+        launch(tool)
+        hooks.append(time.monotonic() - start)
+        bed.until_admitted(tool, "install")
+        totals.append(time.monotonic() - start)
+    figures["install_s"], figures["install_attempts_s"] = statistics.median(totals), totals
+    requests = bed.requests_of(tool.user)
+    figures["install_requests"], figures["install_by_verb"] = \
+        requests["requests"], requests["by_verb"]
+    if tool.hook:
+        figures["hook_s"] = statistics.median(hooks)
+    say(f"{tool.name}: first admission call after {figures['install_s']:.2f}s (median of "
+        f"{', '.join(f'{t:.2f}' for t in totals)})")
+
+
+def steady(bed, tool, form, figures, say):
+    bed.cluster.reset_request_log()
+    pid = tool.process.proc.pid
+    cpu_before = cpu_seconds(pid)
+    time.sleep(form.steady)
+    figures["steady_cpu_s"] = cpu_seconds(pid) - cpu_before
+    figures["steady_rss_kib"] = peak_rss_kib(pid)
+    figures.update({f"steady_{k}": v for k, v in bed.requests_of(tool.user).items()})
+    figures["steady_watches"] = bed.open_watches() - bed.watches_before
+    say(f"{tool.name}: steady {figures['steady_rss_kib']} KiB, "
+        f"{figures['steady_requests']} requests")
+
+
+def drift(bed, tool, form, figures, say):
+    """The API server's webhook cache takes a moment to see the wipe, and may not see it at
+    all when the repair is faster: the repair is timed on the objects, and the calls made
+    meanwhile are counted."""
+    repaired, next_call = [], []
+    with Caller(bed) as caller:
+        for _ in range(form.drifts):
+            wiped = time.monotonic()
+            bed.set_bundles(b"")
+            if wait_for(lambda: all(bed.bundles()), STEP_BOUND, interval=0.005) is None:
+                raise StepFailed(f"drift: the caBundles were not repaired within "
+                                 f"{STEP_BOUND:g}s\n{tool.log()[-1500:]}")
+            repaired.append(time.monotonic() - wiped)  # both wipes are milliseconds apart
+            bed.until_admitted(tool, "drift")
+            next_call.append(time.monotonic() - wiped)
+            time.sleep(1.0)  # the next wipe meets a tool at rest
+    figures["drift_s"] = statistics.median(repaired)
+    figures["drift_next_call_s"] = statistics.median(next_call)
+    caller.record(figures, "drift")
+    say(f"{tool.name}: repaired after {figures['drift_s']:.3f}s, "
+        f"{caller.failed} of {caller.calls} calls failed")
+
+
+def restart(bed, tool, form, figures, say):
+    restarts = []
+    with Caller(bed) as caller:
+        for _ in range(form.restarts):
+            tool.kill()
+            tool.start()
+            ready = wait_for(tool.ready, STEP_BOUND, interval=0.01)
+            if ready is None:
+                raise StepFailed(f"restart: not ready within {STEP_BOUND:g}s\n"
+                                 f"{tool.log()[-1500:]}")
+            restarts.append(ready)
+    figures["restart_s"] = statistics.median(restarts)
+    caller.record(figures, "restart")
+    say(f"{tool.name}: ready after SIGKILL in {figures['restart_s']:.2f}s, "
+        f"{caller.failed} of {caller.calls} calls failed")
+
+
+def wrong_name(bed, tool, form, figures, say):
+    """The validating configuration calls Service `other`: a controller should go red, a
+    hook fail (as Helm then fails the install). Put back afterwards."""
+    bed.apply_service("other")
+    bed.call_service("other")
+    if tool.hook:
+        codes = tool.run_hook()
+        figures["wrong_name"] = f"exit {codes[-1]}"
+    else:
+        red = wait_for(lambda: not tool.ready(), form.red_bound)
+        figures["wrong_name"] = "red" if red is not None else "green"
+    bed.call_service(SERVICE)
+    say(f"{tool.name}: wrong name: {figures['wrong_name']}")
+
+
+def ca_near_end(bed, tool, form, figures, say):
+    """The Secret's pair replaced, while the tool is stopped, by one whose CA has
+    form.ca_left seconds left, that CA alone in the caBundles and served by the webhook;
+    then the tool starts (a hook runs) with calls every POLL seconds until a second past
+    that CA's end, when the API server stops trusting a chain that ends in it."""
+    tool.stop()
+    secret = bed.secret()
+    files, ca_pem, ca_end = short_lived_pair(secret, tool.keys, form.ca_left + CA_PREPARE)
+    secret["data"].update({k: base64.b64encode(v).decode() for k, v in files.items()})
+    resp = bed.cluster.api("PUT", f"/api/v1/namespaces/{NS}/secrets/{SECRET}", secret)
+    if resp.status != 200:
+        raise StepFailed(f"CA near its end: writing the Secret: {resp.status} "
+                         f"{resp.body[:300]!r}")
+    bed.set_bundles(ca_pem)
+    if tool.writes_cert_dir:  # what the stopped tool left in its folder
+        publish_folder(tool.cert_dir, {"ca.crt": ca_pem.decode(),
+                                       "tls.crt": files[tool.keys["cert"]].decode(),
+                                       "tls.key": files[tool.keys["key"]].decode()})
+    bed.until_admitted(tool, "CA near its end: serving the short-lived CA")
+    time.sleep(max(0.0, ca_end - form.ca_left - time.time()))
+    figures["ca_left_s"] = ca_end - time.time()
+    cert = secret["data"][tool.keys["cert"]]
+    with Caller(bed) as caller, \
+            BundleWatch(bed, pem_certificates(ca_pem), tool.keys["cert"], cert) as watch:
+        launch(tool)
+        time.sleep(max(0.0, ca_end + 1.0 - time.time()))
+    figures["ca_action"], figures["ca_new_s"] = watch.action(), watch.new_after
+    figures["ca_leaf_s"] = watch.leaf_after
+    caller.record(figures, "ca")
+    # The API server keeps its connections to the webhook alive, and a connection opened
+    # before the CA's end goes on working: a new webhook pod makes it open new ones.
+    bed.serve(tool.cert_dir)
+    if wait_for(bed.listening, 30, interval=0.01) is None:
+        raise StepFailed("CA near its end: the new webhook server does not listen")
+    with Caller(bed) as after:
+        time.sleep(form.new_connections)
+    after.record(figures, "ca_after")
+    say(f"{tool.name}: CA with {figures['ca_left_s']:.1f}s left: {watch.action()}, "
+        f"{caller.failed} of {caller.calls} calls failed, then {after.failed} of "
+        f"{after.calls} on new connections")
+
+
+def scale(bed, tool, form, figures, say):
+    """form.scale configurations to inject: from the start to all of them carrying a CA."""
+    tool.stop()
+    names = bed.add_scale_configurations(form.scale)
+    start = time.monotonic()
+    launch(tool, names)
+    if wait_for(lambda: bed.scale_injected() == len(names), STEP_BOUND, 0.1) is None:
+        raise StepFailed(f"scale: not all {len(names)} injected within {STEP_BOUND:g}s\n"
+                         f"{tool.log()[-1500:]}")
+    figures["scale_s"], figures["scale_n"] = time.monotonic() - start, len(names)
+    say(f"{tool.name}: {len(names)} configurations injected in {figures['scale_s']:.2f}s")
+
+
+CONTROLLER_STEPS = [install, steady, drift, restart, wrong_name, ca_near_end, scale]
+HOOK_STEPS = [install, wrong_name, ca_near_end, scale]
+
+
+def on_fresh_bed(kind, binary, workdir, form, say):
+    """Every step for one tool on a control plane of its own, so that nothing another tool
+    left (objects, watches, the API server's caches and audit log) weighs on its figures;
+    the figures, and the step that failed."""
     figures = {}
-    with Bed(workdir) as bed:
-        tool = make_tool(bed.cluster, os.path.join(workdir, "tool"))
+    with Bed(workdir, kind.name) as bed:
+        tool = kind(bed.cluster, os.path.join(workdir, "tool"), binary)
         figures["version"] = tool.version
         try:
-            tool.prepare(bed)
-            bed.serve(tool.cert_dir)
-            tool.start()
-            figures["install_s"] = bed.until_admitted(tool, "install")
-            say(f"{tool.name}: first admission call after {figures['install_s']:.2f}s")
-
-            bed.cluster.reset_request_log()
-            pid = tool.process.proc.pid
-            cpu_before = cpu_seconds(pid)
-            time.sleep(steady_seconds)
-            figures["steady_cpu_s"] = cpu_seconds(pid) - cpu_before
-            figures["steady_rss_kib"] = peak_rss_kib(pid)
-            figures.update({f"steady_{k}": v for k, v in bed.requests_of(tool.user).items()})
-            figures["steady_watches"] = bed.open_watches() - bed.watches_before
-            figures["steady_s"] = steady_seconds
-            say(f"{tool.name}: steady {figures['steady_rss_kib']} KiB, "
-                f"{figures['steady_requests']} requests")
-
-            # The API server's webhook cache takes a moment to see the wipe, and may not
-            # see it at all when the repair is faster: the repair is timed on the objects,
-            # and the calls made meanwhile are counted. Medians of REPEATS.
-            repaired, next_call = [], []
-            with Caller(bed) as caller:
-                for _ in range(DRIFT_REPEATS):
-                    wiped = time.monotonic()
-                    bed.wipe_bundles()
-                    if wait_for(bed.bundles_present, STEP_BOUND, interval=0.005) is None:
-                        raise StepFailed(f"drift: the caBundles were not repaired within "
-                                         f"{STEP_BOUND:g}s\n{tool.log()[-1500:]}")
-                    # From the first wipe; both are a request each, milliseconds apart.
-                    repaired.append(time.monotonic() - wiped)
-                    bed.until_admitted(tool, "drift")
-                    next_call.append(time.monotonic() - wiped)
-                    time.sleep(1.0)  # the next wipe meets a tool at rest
-            figures["drift_s"] = statistics.median(repaired)
-            figures["drift_next_call_s"] = statistics.median(next_call)
-            figures["drift_calls"], figures["drift_failed"] = caller.calls, caller.failed
-            figures["drift_failures"] = dict(caller.answers)
-            say(f"{tool.name}: repaired after {figures['drift_s']:.3f}s (median of "
-                f"{DRIFT_REPEATS}), {caller.failed} of {caller.calls} calls failed")
-
-            restarts = []
-            with Caller(bed) as caller:
-                for _ in range(REPEATS):
-                    tool.kill()
-                    tool.start()
-                    ready = wait_for(tool.ready, STEP_BOUND, interval=0.01)
-                    if ready is None:
-                        raise StepFailed(f"restart: not ready within {STEP_BOUND:g}s\n"
-                                         f"{tool.log()[-1500:]}")
-                    restarts.append(ready)
-            figures["restart_s"] = statistics.median(restarts)
-            figures["restart_calls"], figures["restart_failed"] = caller.calls, caller.failed
-            say(f"{tool.name}: ready after SIGKILL in {figures['restart_s']:.2f}s (median of "
-                f"{REPEATS}), {caller.failed} of {caller.calls} calls failed")
-
-            bed.apply_service("other")
-            bed.call_service("other")
-            red = wait_for(lambda: not tool.ready(), 10.0)
-            figures["wrong_name_red"] = red is not None
-            say(f"{tool.name}: wrong name {'red' if red is not None else 'stays green'}")
+            for step in HOOK_STEPS if tool.hook else CONTROLLER_STEPS:
+                step(bed, tool, form, figures, say)
         except StepFailed as e:
             figures["failed"] = str(e)
         finally:
-            tool.stop()
+            tool.close()
     return figures
 
 
-ROWS = [("install: start to the first successful admission call", "install_s", "s"),
-        ("steady: peak RSS", "steady_rss_kib", "KiB"),
-        ("steady: CPU seconds", "steady_cpu_s", "s"),
-        ("steady: API requests", "steady_requests", ""),
-        ("steady: writes", "steady_writes", ""),
-        ("steady: watches open (kube-apiserver's count)", "steady_watches", ""),
-        ("drift: caBundles wiped to both repaired", "drift_s", "s"),
-        ("drift: to the next successful admission call", "drift_next_call_s", "s"),
-        ("drift: admission calls failed meanwhile", "drift_failed", ""),
-        ("restart: SIGKILL to ready", "restart_s", "s"),
-        ("restart: admission calls failed meanwhile", "restart_failed", ""),
-        ("wrong name: goes red (not ready)", "wrong_name_red", "")]
+# --- the report ---------------------------------------------------------------------------
+
+def rows(form):
+    """(title, figure, unit, the figure it is a part of) of the report's table."""
+    installs = f"median of {form.installs}"
+    return [
+        (f"install: start to the first successful admission call ({installs})", "install_s",
+         "s", None),
+        ("install: a hook's processes, start to exit", "hook_s", "s", None),
+        ("install: API requests until then", "install_requests", "", None),
+        (f"steady: peak RSS ({form.steady} s)", "steady_rss_kib", "KiB", None),
+        ("steady: CPU seconds", "steady_cpu_s", "s", None),
+        ("steady: API requests", "steady_requests", "", None),
+        ("steady: writes", "steady_writes", "", None),
+        ("steady: watches open (kube-apiserver's count)", "steady_watches", "", None),
+        ("drift: caBundles wiped to both repaired", "drift_s", "s", None),
+        ("drift: to the next successful admission call", "drift_next_call_s", "s", None),
+        ("drift: admission calls failed meanwhile", "drift_failed", "", "drift_calls"),
+        ("restart: SIGKILL to ready", "restart_s", "s", None),
+        ("restart: admission calls failed meanwhile", "restart_failed", "", "restart_calls"),
+        (f"wrong name: red within {form.red_bound} s, or a hook's exit code", "wrong_name", "",
+         None),
+        (f"CA near its end ({form.ca_left} s left): what the tool does", "ca_action", "", None),
+        ("CA near its end: start to a new CA in both caBundles", "ca_new_s", "s", None),
+        ("CA near its end: start to a leaf from the new CA in the Secret", "ca_leaf_s", "s",
+         None),
+        ("CA near its end: admission calls failed, to 1 s past its end", "ca_failed", "",
+         "ca_calls"),
+        (f"CA past its end: calls failed on new connections ({form.new_connections} s, a "
+         "new webhook pod)", "ca_after_failed", "", "ca_after_calls"),
+        (f"scale: {form.scale} configurations, start to all carrying the CA", "scale_s", "s",
+         None)]
 
 
-def cell(value, unit):
+def cell(figures, key, unit, total):
+    if "not_built" in figures:
+        return "not built"
+    value = figures.get(key)
     if value is None:
         return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
+    if total and figures.get(total) is not None:
+        return f"{value} of {figures[total]}"
     if isinstance(value, float):
         return f"{value:.2f} {unit}".strip()
     return f"{value} {unit}".strip()
 
 
 def ratio(ours, theirs):
-    if isinstance(ours, bool) or not isinstance(ours, (int, float)) or \
+    if isinstance(ours, (bool, str)) or not isinstance(ours, (int, float)) or \
             not isinstance(theirs, (int, float)) or ours == 0 or theirs == 0:
         return ""
     return f"{theirs / ours:.1f}×"
 
 
-def steady_seconds(args):
-    return 10 if args.quick else 300
-
-
-def report(results, args, elapsed):
-    tools = list(results)
+def report(results, kinds, form, elapsed):
     lines = ["# certctl beside its peers", "",
              f"{datetime.date.today().isoformat()}, {platform.machine()}, "
-             f"{os.cpu_count()} CPUs, {'quick' if args.quick else 'full'} run "
-             f"({elapsed:.0f} s); steady window {steady_seconds(args)} s.",
-             ""]
-    for name, figures in results.items():
-        lines.append(f"- {name}: {figures.get('version', '?')}")
+             f"{os.cpu_count()} CPUs, {'quick' if form.quick else 'full'} run "
+             f"({elapsed:.0f} s); steady window {form.steady} s.", ""]
+    for kind in kinds:
+        lines.append(f"- {kind.title}: {results[kind.name].get('version', '?')}")
     lines.append("")
-    header = "| row | " + " | ".join(tools) + " | " + \
-        " | ".join(f"{t} / certctl" for t in tools[1:]) + " |"
-    lines += [header, "|" + "---|" * (1 + 2 * len(tools) - 1)]
-    for title, key, unit in ROWS:
-        values = [results[t].get(key) for t in tools]
-        lines.append(f"| {title} | " + " | ".join(cell(v, unit) for v in values) + " | " +
-                     " | ".join(ratio(values[0], v) for v in values[1:]) + " |")
-    for name, figures in results.items():
-        if "failed" in figures:
-            lines += ["", f"{name} failed: {figures['failed']}"]
+    compared = [k for k in kinds if k.versus]
+    titles = {k.name: k.title for k in kinds}
+    lines += ["| row | " + " | ".join(k.title for k in kinds) + " | " +
+              " | ".join(f"{k.title} / {titles[k.versus]}" for k in compared) + " |",
+              "|" + "---|" * (1 + len(kinds) + len(compared))]
+    for title, key, unit, total in rows(form):
+        lines.append(f"| {title} | " + " | ".join(
+            cell(results[k.name], key, unit, total) for k in kinds) + " | " + " | ".join(
+            ratio(results[k.versus].get(key), results[k.name].get(key)) if not total else ""
+            for k in compared) + " |")
+    for kind in kinds:
+        if "failed" in results[kind.name]:
+            lines += ["", f"{kind.title} failed: {results[kind.name]['failed']}"]
     return "\n".join(lines) + "\n"
+
+
+def plot(results, kinds, path):
+    """The figures people compare first, a bar per tool (Debian's matplotlib, no display)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("install: start to first admitted call (s)", "install_s", 1),
+              ("steady: peak RSS (MiB)", "steady_rss_kib", 1 / 1024),
+              ("drift: caBundles wiped to repaired (s)", "drift_s", 1)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6))
+    for ax, (title, key, factor) in zip(axes, panels):
+        shown = [k for k in kinds if isinstance(results[k.name].get(key), (int, float))]
+        values = [results[k.name][key] * factor for k in shown]
+        bars = ax.bar([k.title for k in shown], values,
+                      color=["#2a7ab0" if k.name.startswith("certctl") else "#b0b0b0"
+                             for k in shown])
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+        ax.margins(y=0.15)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--certctl", default=os.path.join(REPO, "build", "ci", "certctl"))
-    parser.add_argument("--quick", action="store_true", help="a 10 s steady window")
+    parser.add_argument("--kube-webhook-certgen-source",
+                        default=os.environ.get("CERTCTL_KWC_SOURCE"),
+                        help=f"a checkout of {KWC_MODULE} at {KWC_VERSION} (default: "
+                             "$CERTCTL_KWC_SOURCE); without it that column is not built")
+    parser.add_argument("--quick", action="store_true", help="short windows, fewer repeats")
+    parser.add_argument("--plot", action="store_true",
+                        help="draw the comparison into bench/peers/peers.png")
     parser.add_argument("--report", help="write the Markdown report here too")
     parser.add_argument("--json", help="write the figures as JSON here")
     args = parser.parse_args(argv)
     if not os.access(args.certctl, os.X_OK):
         parser.error(f"no certctl at {args.certctl}")
-    steady = steady_seconds(args)
-    cert_controller = go_build(os.path.join(HERE, "cert-controller"), "cert-controller")
-    makers = {"certctl": lambda c, w: Certctl(c, w, os.path.abspath(args.certctl)),
-              "cert-controller": lambda c, w: CertController(c, w, cert_controller)}
+    form = Form(args.quick)
+    certctl = os.path.abspath(args.certctl)
+    binaries = {Certctl: certctl, CertController: cert_controller_build(),
+                CertctlJob: certctl, KubeWebhookCertgen: None}
+    if args.kube_webhook_certgen_source:
+        try:
+            binaries[KubeWebhookCertgen] = kwc_build(args.kube_webhook_certgen_source)
+        except (OSError, ValueError) as e:
+            parser.error(str(e))
     started = time.monotonic()
     results = {}
     with tempfile.TemporaryDirectory(prefix="peers-") as workdir:
-        for name, make in makers.items():
+        for kind, binary in binaries.items():
+            if binary is None:
+                results[kind.name] = {"not_built": True}
+                continue
             try:
-                results[name] = measure(make, os.path.join(workdir, name), steady,
-                                        lambda text: print(f"peers: {text}", file=sys.stderr))
+                results[kind.name] = on_fresh_bed(
+                    kind, binary, os.path.join(workdir, kind.name), form,
+                    lambda text: print(f"peers: {text}", file=sys.stderr))
             except Exception:  # noqa: BLE001 - the report says what broke
-                results[name] = {"failed": traceback.format_exc()}
-    text = report(results, args, time.monotonic() - started)
+                results[kind.name] = {"failed": traceback.format_exc()}
+    text = report(results, list(binaries), form, time.monotonic() - started)
     print(text)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
@@ -597,6 +707,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1, sort_keys=True)
+    if args.plot:
+        plot(results, list(binaries), os.path.join(HERE, "peers.png"))
     return 1 if any("failed" in figures for figures in results.values()) else 0
 
 
