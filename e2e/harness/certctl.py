@@ -101,6 +101,22 @@ def service_with_endpoints(name="hook", namespace="infra", port=443, target_port
     ]
 
 
+def selectorless_service(name, namespace, address, port):
+    """A Service without a selector and the EndpointSlice a test keeps for it: the API
+    server's calls for its port 443 go to address:port (a server the test runs)."""
+    return [
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}},
+        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+         "metadata": {"name": f"{name}-1", "namespace": namespace,
+                      "labels": {"kubernetes.io/service-name": name}},
+         "addressType": "IPv4",
+         "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
+    ]
+
+
 def assert_contains(live, wanted, path="$", empty_may_be_absent=True):
     """Every field of `wanted` (a manifest) has its value in `live`, which may hold more (the
     API server's defaults). Empty maps and lists may be absent unless told otherwise."""

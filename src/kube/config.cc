@@ -288,7 +288,13 @@ Result<Sources> FindSources(const ConfigOptions& options, const Environment& env
   return sources;
 }
 
-Result<Kubeconfig> ReadKubeconfig(const Sources& sources) {
+// The kubeconfig files `options` and the environment lead to, merged.
+Result<Kubeconfig> ReadKubeconfig(const ConfigOptions& options, const Environment& env) {
+  auto found = FindSources(options, env);
+  if (!found) {
+    return Fail(found.error());
+  }
+  const Sources& sources = *found;
   Kubeconfig merged;
   std::vector<std::string> read;
   for (const fs::path& file : sources.files) {
@@ -500,11 +506,7 @@ Status ApplyUser(const Entry& entry, const std::string& name, ClusterConfig& con
 }
 
 Result<ClusterConfig> LoadKubeconfig(const ConfigOptions& options, const Environment& env) {
-  auto sources = FindSources(options, env);
-  if (!sources) {
-    return Fail(sources.error());
-  }
-  auto kubeconfig = ReadKubeconfig(*sources);
+  auto kubeconfig = ReadKubeconfig(options, env);
   if (!kubeconfig) {
     return Fail(kubeconfig.error());
   }
@@ -576,11 +578,7 @@ Result<ClusterConfig> LoadClusterConfig(const ConfigOptions& options, const Envi
 Result<std::vector<std::string>> KubeconfigContexts(const ConfigOptions& options,
                                                     const Environment& env) {
   try {
-    auto sources = FindSources(options, env);
-    if (!sources) {
-      return Fail(sources.error());
-    }
-    auto kubeconfig = ReadKubeconfig(*sources);
+    auto kubeconfig = ReadKubeconfig(options, env);
     if (!kubeconfig) {
       return Fail(kubeconfig.error());
     }

@@ -11,12 +11,10 @@ fails the create.
 
 import base64
 import json
-import os
-import time
 
 import pytest
 
-from harness.certctl import api_service, crd, run_certctl
+from harness.certctl import api_service, crd, run_certctl, selectorless_service
 from harness.kubelet import free_ports
 from harness.rbac import emulator_rules
 from harness.sidecar import WebhookServer
@@ -31,21 +29,6 @@ USER = f"system:serviceaccount:{NS}:certctl"
 def apply(cluster, *objects):
     for obj in objects:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
-
-
-def selectorless_service(name, address, port):
-    """A Service without a selector and the EndpointSlice the test keeps for it: the API
-    server's calls for port 443 go to address:port."""
-    return [
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
-         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}},
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-         "metadata": {"name": f"{name}-1", "namespace": NS,
-                      "labels": {"kubernetes.io/service-name": name}},
-         "addressType": "IPv4",
-         "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
-    ]
 
 
 def configuration(name, service):
@@ -81,7 +64,7 @@ class Webhook:
         self.server = WebhookServer(str(self.cert_dir), str(tmp_path),
                                     listen=f"{cluster.node_ip}:{port}", log_reviews=True)
         self.server.spawn()
-        apply(cluster, *selectorless_service(called, cluster.node_ip, port),
+        apply(cluster, *selectorless_service(called, NS, cluster.node_ip, port),
               configuration("hook", called),
               *(crd(name, service=called, namespace=NS)
                 for name in self.targets.get("crds", ())),

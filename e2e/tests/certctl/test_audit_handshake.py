@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from harness.certctl import b64, run_certctl
+from harness.certctl import b64, run_certctl, selectorless_service
 from harness.kubelet import free_ports
 from harness.sidecar import WebhookServer
 
@@ -30,21 +30,6 @@ def served_pair(binary, folder, service, *args):
                        str(folder), "--log-level", "off", *args)
     assert made.returncode == 0, made.stderr
     return (folder / "ca.crt").read_text()
-
-
-def routed(name, address, port):
-    """A Service without a selector and its EndpointSlice: calls to port 443 go to
-    address:port."""
-    return [
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
-         "spec": {"ports": [{"name": "https", "port": 443, "targetPort": port}]}},
-        {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
-         "metadata": {"name": f"{name}-1", "namespace": NS,
-                      "labels": {"kubernetes.io/service-name": name}},
-         "addressType": "IPv4",
-         "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-         "ports": [{"name": "https", "port": port, "protocol": "TCP"}]},
-    ]
 
 
 def configuration(name, bundle, service=None, url=None):
@@ -82,8 +67,9 @@ def served(cluster, certctl_binary, tmp_path):
     for server in servers:
         server.start()
     apply(cluster,
-          *routed("hook", address, hook_port), *routed("alias", address, hook_port),
-          *routed("soon", address, soon_port), *routed("dead", address, closed_port),
+          *(item for name, port in (("hook", hook_port), ("alias", hook_port),
+                                    ("soon", soon_port), ("dead", closed_port))
+            for item in selectorless_service(name, NS, address, port)),
           configuration("healthy", hook_ca, service="hook"),
           configuration("by-url", hook_ca, url=f"https://{address}:{hook_port}/validate"),
           configuration("wrong-name", hook_ca, service="alias"),
