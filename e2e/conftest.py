@@ -12,6 +12,13 @@ end. So the tests run longest first, by the durations of the previous run (E2E_D
 JSON file kept outside the clone by e2e/run.sh; node IDs are relative to the repository, so
 every clone shares it), and a test not timed yet by its time_limit. Every worker sorts the
 same file the same way, as pytest-xdist requires. Only the order changes; every test runs.
+
+Hand-out: pytest-xdist's own `--dist load` gives each worker a quarter of its share at
+once, as consecutive runs of the list; sorted longest first, that put the longest quarter
+of the suite on one worker and left the other idle at the end (a stage half as long again
+as the same tests in file order). `LongestFirst` below hands out one test at a time instead,
+to the worker that finishes first, so the two workers end within about one short test of
+each other.
 """
 
 import atexit
@@ -20,6 +27,11 @@ import os
 import signal
 
 import pytest
+
+try:
+    from xdist.scheduler import LoadScheduling
+except ImportError:  # without pytest-xdist e2e/run.sh runs serially
+    LoadScheduling = object
 
 from harness import Cluster
 from harness.real_cluster import RealCluster, WarmSpare
@@ -60,18 +72,92 @@ def pytest_collection_modifyitems(session, config, items):
     items.sort(key=expected, reverse=True)
 
 
+PROGRESS = os.environ.get("E2E_PROGRESS", "")
+
+
+class LongestFirst(LoadScheduling):
+    """`--dist load` in the collection's order, one test at a time: each worker holds the
+    test it runs and the one after it (a worker starts a test only once it knows the next,
+    for teardown), and gets the next pending test whenever one ends."""
+
+    QUEUED = 2
+
+    def schedule(self):
+        assert self.collection_is_completed
+        if self.collection is not None:
+            for node in self.nodes:
+                self.check_schedule(node)
+            return
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return
+        self.collection = list(self.node2collection.values())[0]
+        self.pending[:] = range(len(self.collection))
+        for _ in range(self.QUEUED):  # round robin: the longest tests go one to a worker
+            for node in self.nodes:
+                self._send_tests(node, 1)
+        if not self.pending:
+            for node in self.nodes:
+                node.shutdown()
+
+    def check_schedule(self, node, duration=0):
+        if node.shutting_down:
+            return
+        if self.pending:
+            missing = self.QUEUED - len(self.node2pending[node])
+            if missing > 0:
+                self._send_tests(node, missing)
+        else:
+            node.shutdown()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "load":
+        return LongestFirst(config, log)
+    return None
+
+
 class _Durations:
     """Adds up setup, call and teardown of each test (in the controller under xdist, which
-    receives every worker's reports) and saves them when the session ends."""
+    receives every worker's reports) and saves them when the session ends. With
+    E2E_PROGRESS set, also appends a line to that file whenever a test ends: how many of
+    how many have run and how many failed (scripts/test.sh repeats the last line every
+    20 s)."""
 
     def __init__(self):
         self.seen = {}
+        self.total = 0
+        self.done = 0
+        self.failed = set()
+
+    def pytest_collection_finish(self, session):
+        self.total = len(session.items)  # a serial run; under xdist the controller has none
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        self.total = len(ids)
 
     def pytest_runtest_logreport(self, report):
         self.seen[report.nodeid] = self.seen.get(report.nodeid, 0.0) + report.duration
+        if report.failed:
+            self.failed.add(report.nodeid)
+        if report.when == "teardown":
+            self.done += 1
+            self._progress()
+
+    def _progress(self):
+        if not PROGRESS:
+            return
+        try:
+            with open(PROGRESS, "a", encoding="utf-8") as f:
+                f.write(f"{self.done} of {self.total or '?'} tests run, "
+                        f"{len(self.failed)} failed\n")
+        except OSError:
+            pass
 
     def pytest_sessionfinish(self, session, exitstatus):
-        if not self.seen:
+        if not self.seen or not DURATIONS:
             return
         durations = _previous_durations()
         durations.update({k: round(v, 2) for k, v in self.seen.items()})
@@ -91,7 +177,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "backends(*names): run the test on each API server named (emulator, real)")
     # The controller (or a serial run) records; xdist workers have workerinput.
-    if DURATIONS and not hasattr(config, "workerinput"):
+    if (DURATIONS or PROGRESS) and not hasattr(config, "workerinput"):
         config.pluginmanager.register(_Durations(), "e2e-durations")
 
 

@@ -5,6 +5,7 @@
 # without pytest args the whole e2e/ tree runs)
 # Env:   E2E_WORKERS       parallel workers (default 2; 0 runs serially, in this process)
 #        E2E_TEST_TIMEOUT  seconds per test (default 60, see e2e/conftest.py)
+#        E2E_PROGRESS      a file that gets a line "N of M tests run, F failed" after each test
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
