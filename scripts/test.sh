@@ -21,33 +21,66 @@ quick=false
 [[ ${1:-} == --quick ]] && quick=true
 
 # stage NAME COMMAND...: runs one stage under a heading and records its wall time; the table
-# is printed at the end, and also when a stage fails (the failing one is marked).
+# is printed at the end, and also when a stage fails (the failing one is marked), beside the
+# same stage's time in the last whole run on this machine. While a stage runs, a line every
+# 20 s says it still runs (scripts/lib/progress.sh); STAGE_LOG, when set, is a file whose
+# last line that line repeats (the end-to-end tests write their count there).
+source scripts/lib/progress.sh
+cache_dir=${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}
+# The stage times of the last run that passed, "SECONDS<TAB>STAGE" a line.
+last_times=$cache_dir/test-stage-times$($quick && echo -quick).tsv
+declare -A last=()
+if [[ -r $last_times ]]; then
+  while IFS=$'\t' read -r seconds name; do last[$name]=$seconds; done <"$last_times"
+fi
 stages=()
+times=()
 stage() {
   local name=$1 started=$SECONDS
   shift
-  echo "== $name"
   stages+=("$name")
   current_stage=$name current_start=$started
+  progress_stage "$name" "${STAGE_LOG:-}"
   "$@"
   times+=("$((SECONDS - started))")
   current_stage=
 }
-times=()
 current_stage=
 test_start=$SECONDS
 summary() {
-  local rc=$? i
-  echo "== stage times"
+  local rc=$? i name
+  progress_stop
+  echo "== stage times (seconds; the last passing run on this machine beside them)"
   for i in "${!times[@]}"; do
-    printf '  %-36s %5ss\n' "${stages[$i]}" "${times[$i]}"
+    name=${stages[$i]}
+    printf '  %-62s %5s %6s\n' "$name" "${times[$i]}" "${last[$name]:--}"
   done
   [[ -n $current_stage ]] &&
-    printf '  %-36s %5ss  FAILED\n' "$current_stage" "$((SECONDS - current_start))"
-  printf '  %-36s %5ss\n' total "$((SECONDS - test_start))"
+    printf '  %-62s %5s %6s  FAILED\n' "$current_stage" "$((SECONDS - current_start))" \
+      "${last[$current_stage]:--}"
+  printf '  %-62s %5s %6s\n' total "$((SECONDS - test_start))" "${last[total]:--}"
+  if ((rc == 0)) && mkdir -p "$cache_dir"; then
+    {
+      for i in "${!times[@]}"; do printf '%s\t%s\n' "${times[$i]}" "${stages[$i]}"; done
+      printf '%s\ttotal\n' "$((SECONDS - test_start))"
+    } >"$last_times.tmp" && mv -f "$last_times.tmp" "$last_times"
+  fi
   return "$rc"
 }
 trap summary EXIT
+progress_start test 20
+# What to expect: the last passing run here, or the figures of docs/ci.md on a new machine.
+if [[ -n ${last[total]:-} ]]; then
+  echo "test: the last passing run on this machine took $((last[total] / 60)) min" \
+    "$((last[total] % 60)) s; expect about as long (docs/ci.md has the stages)"
+elif $quick; then
+  echo "test: no earlier --quick run on this machine: expect about 15 min warm (docs/ci.md)"
+else
+  echo "test: no earlier run on this machine: expect about 20 min with warm caches, 45 min" \
+    "on a new machine (docs/ci.md)"
+fi
+$quick && echo "test: --quick leaves out the unit tests under sanitizers, fuzzing, the peers" \
+  "benchmark and the release (and so the end-to-end tests of the image and the release)"
 
 stage "setup" scripts/setup.sh
 # Tools the project installs itself (helm) live here.
@@ -106,5 +139,7 @@ if ! $quick; then
 fi
 
 if [[ -x e2e/run.sh ]]; then
-  stage "end-to-end tests" e2e/run.sh build/ci/certctl
+  export E2E_PROGRESS=build/e2e-progress.log
+  : >"$E2E_PROGRESS"
+  STAGE_LOG=$E2E_PROGRESS stage "end-to-end tests" e2e/run.sh build/ci/certctl
 fi

@@ -1,10 +1,13 @@
-# Sourced by scripts/demo.sh: headings that carry the time since the start, and a ticker
-# that says what is still running whenever one stage lasts 10 s or more, so that no step is
-# silent for long (a cold build, apt-get, a wait).
-#   progress_start             starts the clock and the ticker (a background loop)
+# Sourced by scripts/demo.sh and scripts/test.sh: headings that carry the time since the
+# start, and a ticker that says what is still running whenever one stage lasts a while, so
+# that no step is silent for long (a cold build, apt-get, a wait, the end-to-end tests).
+#   progress_start [NAME [SECONDS]]
+#                              starts the clock and the ticker (a background loop); NAME
+#                              begins its lines (default demo), SECONDS apart (default 10)
 #   progress_stage TEXT [LOG]  prints "== [Ns] TEXT"; until the next stage the ticker prints
-#                              "demo: still at TEXT (N s, M s in all)" every 10 s, with the
-#                              last ninja "[n/N]" step found in LOG when one is given
+#                              "NAME: still at TEXT (N s, M s in all)" every SECONDS, with the
+#                              last ninja "[n/N]" step found in LOG when one is given, or
+#                              LOG's last line when it has no ninja step
 #   progress_stop              stops the ticker (call it from the EXIT trap)
 # shellcheck shell=bash
 
@@ -17,6 +20,7 @@ progress_elapsed() {
 }
 
 progress_start() {
+  local name=${1:-demo} interval=${2:-10}
   printf -v progress_t0 '%(%s)T' -1
   progress_dir=$(mktemp -d)
   local parent=$$
@@ -31,12 +35,13 @@ progress_start() {
       if [[ $id != "$seen" ]]; then
         seen=$id reported=$since
       fi
-      ((now - reported >= 10)) || continue
+      ((now - reported >= interval)) || continue
       step=
       if [[ -n $log && -f $log ]]; then
         step=$(grep -o '^\[[0-9]*/[0-9]*\]' "$log" | tail -n 1 | tr -d '[]')
+        [[ -n $step ]] && step="step $step" || step=$(tail -n 1 "$log" | cut -c1-100)
       fi
-      echo "demo: still at ${label} ($((now - since)) s${step:+, step $step}; $((now - progress_t0)) s in all)"
+      echo "$name: still at ${label} ($((now - since)) s${step:+, $step}; $((now - progress_t0)) s in all)"
       reported=$now
     done
   ) &

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""What each end-to-end test file costs: the durations e2e/run.sh recorded in its last run
+(setup, call and teardown of every test), summed per file and backend, longest first, as a
+Markdown table for docs/ci.md. A backend is the test's `[emulator]`/`[real]` parameter (a
+test with neither is counted as `emulator` unless its file is marked for the real server
+alone, in which case it is `real`); the worker time is what the suite costs the 2 workers
+together, so the stage's wall time is about half of it.
+
+Usage: scripts/e2e-cost.py [DURATIONS_JSON] [--top N]
+       (default: $E2E_DURATIONS, else ~/.cache/certctl/e2e-durations.json)
+"""
+
+import argparse
+import collections
+import json
+import os
+import re
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BACKEND = re.compile(r"\[(?:[^\]]*-)?(emulator|real|node)(?:-[^\]]*)?\]$")
+
+
+def backend_of(nodeid):
+    match = BACKEND.search(nodeid)
+    if match:
+        return match.group(1)
+    path = os.path.join(REPO, nodeid.split("::", 1)[0])
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return "emulator"
+    if re.search(r'^pytestmark = pytest\.mark\.backends\("real"\)', text, re.M):
+        return "real"
+    return "emulator"
+
+
+def main():
+    default = os.environ.get("E2E_DURATIONS") or os.path.expanduser(
+        "~/.cache/certctl/e2e-durations.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("durations", nargs="?", default=default)
+    parser.add_argument("--top", type=int, default=0, help="only the N costliest rows")
+    args = parser.parse_args()
+    try:
+        with open(args.durations, encoding="utf-8") as f:
+            durations = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"e2e-cost: cannot read {args.durations}: {e}")
+
+    seconds = collections.Counter()
+    tests = collections.Counter()
+    for nodeid, duration in durations.items():
+        key = (nodeid.split("::", 1)[0], backend_of(nodeid))
+        seconds[key] += duration
+        tests[key] += 1
+    total = sum(seconds.values())
+    rows = seconds.most_common(args.top or None)
+    print("| file | backend | tests | worker seconds | share |")
+    print("|---|---|---:|---:|---:|")
+    for (path, backend), spent in rows:
+        print(f"| `{path}` | {backend} | {tests[(path, backend)]} | {spent:.0f} | "
+              f"{100 * spent / total:.1f} % |")
+    by_backend = collections.Counter()
+    for (_, backend), spent in seconds.items():
+        by_backend[backend] += spent
+    parts = ", ".join(f"{b} {s:.0f} s" for b, s in by_backend.most_common())
+    print(f"\n{sum(tests.values())} tests, {total:.0f} worker seconds ({parts}); on 2 workers "
+          f"about {total / 2 / 60:.1f} min of wall time")
+
+
+if __name__ == "__main__":
+    main()
