@@ -7,7 +7,7 @@
 # Usage: scripts/kube-up.sh DIR          build if needed, start, wait for /readyz; the last
 #                                        line printed is `export KUBECONFIG=DIR/kubeconfig`
 #        scripts/kube-up.sh --down DIR   stop both (nothing running is not an error)
-#        scripts/kube-up.sh --build      build only; prints the folder of the two programs
+#        scripts/kube-up.sh --build      build only; prints the folder of the programs
 # Env:   CERTCTL_CACHE_DIR  where the programs are kept (default ~/.cache/certctl), under
 #                           controlplane/<kubernetes version>-<hash of the Go sources>
 #        KUBE_UP_PORT       the API server's port on 127.0.0.1 (default: a free one)
@@ -44,8 +44,8 @@ kube_version() {
   awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$sources/go.mod"
 }
 
-# build: prints the folder holding kube-apiserver and etcd, building them when the cache
-# has no build of these exact sources with this Go.
+# build: prints the folder holding kube-apiserver and etcd (links to one executable, kube),
+# building it when the cache has no build of these exact sources with this Go.
 build() {
   command -v go >/dev/null ||
     die "Go is not installed; install Go 1.26 or later (scripts/setup.sh says how) and retry"
@@ -61,7 +61,7 @@ build() {
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$version"
   [[ $go_version =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 26)) ||
     die "Go 1.26 or later is needed to build kube-apiserver; this is $go_version"
-  key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/main.go <(echo "$go_version $ldflags") |
+  key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/*.go <(echo "$go_version $ldflags") |
     sha256sum | cut -c1-12)
   out=$cache/controlplane/$version-$key
   if [[ -x $out/kube-apiserver && -x $out/etcd ]]; then
@@ -78,8 +78,10 @@ build() {
     local tmp log
     tmp=$(mktemp -d "$cache/controlplane/.build.XXXXXX")
     log=$tmp/build.log
+    # One executable, kube, with a link per program (e2e/controlplane/kube/main.go).
     if ! (cd "$sources" && GOFLAGS=-mod=readonly CGO_ENABLED=0 \
-      go build -trimpath -ldflags "$ldflags" -o "$tmp/" ./kube-apiserver ./etcd) >"$log" 2>&1; then
+      go build -trimpath -ldflags "$ldflags" -o "$tmp/kube" ./kube &&
+      ln -s kube "$tmp/kube-apiserver" && ln -s kube "$tmp/etcd") >"$log" 2>&1; then
       local reason
       if grep -qE 'dial tcp|no such host|i/o timeout|connection refused|TLS handshake' "$log"; then
         reason="the Go module proxy ($(go env GOPROXY)) could not be reached"
