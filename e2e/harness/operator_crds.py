@@ -2,8 +2,6 @@
 test time from the Operator's Go module on the module proxy (the module carries them in
 example/prometheus-operator-crd/, generated from its Go types), at a pinned version whose
 checksum is checked: what a cluster with the Operator has, not a hand-written copy.
-The emulator keeps the minimal hand-written CRDs of tests/manifests/monitoring-crds.yaml,
-which its structural schema support can serve.
 
     paths = operator_crds("podmonitors", "servicemonitors", "prometheusrules")
 

@@ -141,7 +141,7 @@ def demo(cluster):
 
 # --- check: the name each entry calls ---------------------------------------------------
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_check_names_every_entry_whose_called_name_is_not_covered(demo, certctl_binary):
     """A certificate for hook-b; a webhook, a CRD and an APIService calling hook-a, and two
     url entries (IPv4, IPv6): each is a finding with the name the API server verifies. An
@@ -210,7 +210,7 @@ def test_check_names_every_entry_whose_called_name_is_not_covered(demo, certctl_
 
 # --- check: the Service each entry calls ------------------------------------------------
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_check_reports_a_missing_service_and_a_missing_port(demo, certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
     hook = vwc("hook", ["a.example.com"], ca)
@@ -244,7 +244,7 @@ def test_check_reports_a_missing_service_and_a_missing_port(demo, certctl_binary
     assert lines(fine)[0].endswith("1 caBundle(s) up to date, every name they call covered")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_check_reports_a_service_without_a_ready_endpoint(demo, certctl_binary):
     """Ready means conditions.ready is not false; a slice listing ports counts only if it
     lists the Service port's name; only slices labelled with the Service's name count."""
@@ -294,7 +294,7 @@ def test_check_reports_a_service_without_a_ready_endpoint(demo, certctl_binary):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_check_turns_forbidden_service_reads_into_notes(demo, certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
     apply(demo, *service_with_endpoints("hook", NS), vwc("hook", ["a.example.com"], ca))
@@ -341,7 +341,7 @@ def test_check_turns_forbidden_service_reads_into_notes(demo, certctl_binary):
 
 # --- check: which names must be covered ---------------------------------------------------
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_check_without_names_holds_the_certificate_to_what_the_targets_call(demo,
                                                                            certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
@@ -377,7 +377,7 @@ def test_check_without_names_holds_the_certificate_to_what_the_targets_call(demo
     assert len(lines(named)) == 1 and lines(named)[0].startswith("ok: ")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_check_json_is_one_document_when_check_cannot_run(demo, certctl_binary, tmp_path):
     generate_secret(demo, certctl_binary, "hook")
     demo.add_user("nobody", [])
@@ -443,7 +443,7 @@ def openssl_wildcard_pair(tmp_path, san):
     return {"ca.crt": ca_crt.read_text(), "tls.crt": crt.read_text(), "tls.key": key.read_text()}
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_an_external_wildcard_covers_exactly_one_label_in_any_case(demo, certctl_binary,
                                                                    tmp_path):
     pair = openssl_wildcard_pair(tmp_path, "*.demo.svc")
@@ -479,7 +479,7 @@ def test_an_external_wildcard_covers_exactly_one_label_in_any_case(demo, certctl
     assert "every name they call covered" in other_case.stdout
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_service_in_another_namespace_is_not_covered(demo, certctl_binary):
     ca = generate_secret(demo, certctl_binary, "hook")["ca.crt"]
     demo.kubectl("create", "namespace", "other")
@@ -546,7 +546,7 @@ FAILED_CALLS = ("certctl job: the CA bundle is injected, but the API server cann
                 "target: ")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_job_fails_on_a_url_host_the_certificate_does_not_name(job_user, certctl_binary):
     apply(job_user, with_urls(vwc("hook", ["x.example.com"]), "https://10.0.0.5:8443/v"))
     result = job(job_user, certctl_binary)
@@ -575,7 +575,7 @@ def test_job_fails_on_a_url_host_the_certificate_does_not_name(job_user, certctl
     assert "DNS:webhook.example.com" in sans(secret_data(job_user)["tls.crt"])
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_job_matches_an_ipv6_url_host_without_brackets(job_user, certctl_binary):
     apply(job_user, with_urls(vwc("hook", ["x.example.com"]), "https://[fd00::10]:8443/x"))
     result = job(job_user, certctl_binary)
@@ -602,7 +602,7 @@ def writes_by(cluster, user):
             for e in cluster.request_log()["writes"] if e["user"] == user]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_job_fails_closed_once_ready_and_then_writes_nothing(job_user, certctl_binary):
     callable_service(job_user)
     apply(job_user, vwc("hook", ["a.example.com", "b.example.com"],
@@ -633,7 +633,7 @@ def test_job_fails_closed_once_ready_and_then_writes_nothing(job_user, certctl_b
     assert job_user.request_log()["writes"] == []
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_job_refuses_ignore_and_leaves_ignore_when_not_callable(job_user, certctl_binary):
     callable_service(job_user)
     apply(job_user, vwc("hook", ["a.example.com", "b.example.com"],
@@ -728,7 +728,7 @@ def events(cluster, namespace, reason):
     return [e for e in items["items"] if e.get("reason") == reason]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_run_is_not_callable_until_the_target_calls_the_named_service(cluster, sidecars):
     cluster.kubectl("create", "namespace", NS)
     apply(cluster, vwc("hook-a", ["check.example.com"], service="hook-a"))
@@ -794,7 +794,7 @@ def test_run_is_not_callable_until_the_target_calls_the_named_service(cluster, s
              "a second TargetNameNotCovered Event", bound=5, watch=[sidecar], poll=0.1)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_run_fails_closed_once_the_webhook_serves_and_never_reopens(cluster, sidecars,
                                                                     tmp_path):
     cluster.kubectl("create", "namespace", NS)
@@ -863,7 +863,7 @@ def test_run_fails_closed_once_the_webhook_serves_and_never_reopens(cluster, sid
 HOLD = "certctl.io/hold-failure-policy"
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_hold_annotation_makes_an_operators_ignore_stick(cluster, sidecars, certctl_binary):
     """Break-glass: in an incident the operator annotates the configuration and sets Ignore;
     certctl leaves every failurePolicy in it alone and says so in /readyz?verbose, its metrics
@@ -908,7 +908,7 @@ def test_the_hold_annotation_makes_an_operators_ignore_stick(cluster, sidecars, 
     assert "hold:" not in sidecar.get("/readyz?verbose")[1]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_run_sets_fail_only_on_entries_the_api_server_can_call(cluster, sidecars):
     """SPEC 4a, per entry: Fail only while the Service an entry calls exists with the port it
     names and has a ready endpoint; the others keep Ignore, and the log says why. Nothing
@@ -939,7 +939,7 @@ def test_run_sets_fail_only_on_entries_the_api_server_can_call(cluster, sidecars
     assert policies(cluster) == ["Fail", "Ignore"]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_job_sets_fail_only_on_callable_entries_and_names_the_rest(job_user, certctl_binary):
     configuration = vwc("hook", ["a.example.com", "b.example.com"], policies=["Ignore", "Ignore"])
     configuration["webhooks"][1]["clientConfig"]["service"]["port"] = 9999

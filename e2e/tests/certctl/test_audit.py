@@ -173,7 +173,7 @@ def codes(report):
     return sorted((f["code"], f["severity"], f["object"], f["entry"]) for f in report["findings"])
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_every_finding_is_reported_with_reads_only_and_fail_on_decides_the_exit(
         cluster, certctl_binary, webhooks):
     cluster.reset_request_log()
@@ -256,7 +256,7 @@ def test_every_finding_is_reported_with_reads_only_and_fail_on_decides_the_exit(
     assert any("could not list Services" in note for note in partial_report["notes"])
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_credentials_that_may_not_list_webhooks_exit_two_with_a_json_document(cluster,
                                                                               certctl_binary):
     cluster.add_user("nobody", [{"verbs": ["get"], "apiGroups": [""], "resources": ["services"]}])

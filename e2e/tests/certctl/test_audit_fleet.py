@@ -44,7 +44,7 @@ def audit(binary, kubeconfig, *args):
                        "--log-level", "off", *args)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_every_context_gets_a_report_and_an_unreachable_one_does_not_stop_the_others(
         certctl_binary, fleet):
     everything = audit(certctl_binary, fleet, "--all-contexts", "-o", "json")

@@ -68,7 +68,7 @@ def findings(result):
     return [(f["code"], f["object"]) for f in json.loads(result.stdout)["findings"]]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_healthy_secret_and_targets_pass_with_reads_only(cluster, certctl_binary, setup):
     ca = setup["ca.crt"]
     apply(cluster,
@@ -113,7 +113,7 @@ def test_healthy_secret_and_targets_pass_with_reads_only(cluster, certctl_binary
     assert "4 caBundle(s) up to date" in text.stdout
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_empty_and_foreign_ca_bundles_are_reported(cluster, certctl_binary, setup):
     other = run_certctl(certctl_binary, "generate", "--service", "x", "-o", "secret-json",
                         "--log-level", "off")
@@ -142,7 +142,7 @@ def test_empty_and_foreign_ca_bundles_are_reported(cluster, certctl_binary, setu
                            "caBundle is empty [ca-bundle-mismatch]\n")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_missing_targets_and_unmatched_selector(cluster, certctl_binary, setup):
     result = check(cluster, certctl_binary, "--validating-webhook", "nope", "--crd",
                    "gadgets.hook.io", "--webhook-selector", "app=none", "-o", "json")
@@ -154,7 +154,7 @@ def test_missing_targets_and_unmatched_selector(cluster, certctl_binary, setup):
     ]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_missing_secret_wrong_type_and_missing_key(cluster, certctl_binary):
     cluster.kubectl("create", "namespace", NS)
     cluster.add_user("checker", CHECKER_RULES)
@@ -177,7 +177,7 @@ def test_missing_secret_wrong_type_and_missing_key(cluster, certctl_binary):
            "[wrong-type]" in text.stdout
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_wrong_service_is_a_san_finding(cluster, certctl_binary, setup):
     result = run_certctl(certctl_binary, "check", "--secret", SECRET, "-n", NS, "--service",
                          "renamed", "--kubeconfig", cluster.kubeconfig("checker"))
@@ -186,7 +186,7 @@ def test_wrong_service_is_a_san_finding(cluster, certctl_binary, setup):
     assert "[san-missing]" in result.stdout
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_in_cluster_configuration(cluster, certctl_binary, setup):
     env = cluster.in_cluster_env("checker", NS)
     # No -n: the namespace comes from the service account folder.
@@ -200,7 +200,7 @@ def test_in_cluster_configuration(cluster, certctl_binary, setup):
     assert "forbidden" in result.stderr
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_forbidden_unauthorized_and_unreachable_exit_two(cluster, certctl_binary, setup):
     cluster.add_user("nobody", [])
     forbidden = check(cluster, certctl_binary, user="nobody")

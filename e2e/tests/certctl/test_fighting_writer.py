@@ -79,7 +79,7 @@ def overwrites(sidecar, obj=TARGET, field="caBundle"):
     return 0.0
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_single_change_is_repaired_at_once_without_a_warning(cluster, sidecar):
     injected = bundle(cluster)
     reset_bundle(cluster, manager="kubectl-edit")
@@ -232,7 +232,7 @@ class Fight:
         return self.cluster.api("GET", self.vwc_path).json()
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.time_limit(150)
 def test_each_field_fought_over_gets_at_most_12_repairs_a_minute_and_one_warning(
         cluster, certctl_binary, tmp_path):

@@ -57,7 +57,7 @@ def bundles(cluster):
     return [base64.b64decode(b).decode() for b in out]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_helm_install_then_upgrade(cluster, kubelet, tmp_path):
     cluster.kubectl("create", "namespace", NS)
     for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook",
@@ -111,7 +111,7 @@ def failure_policies(cluster):
                 "webhooks"]]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_helm_install_with_failure_policy_once_ready(cluster, kubelet, tmp_path):
     # The webhook's own manifests ship Ignore, so nothing deadlocks before the certificate.
     cluster.kubectl("create", "namespace", NS)
@@ -305,7 +305,7 @@ def test_the_documented_upgrade_takes_the_new_charts_image_and_defaults(cluster,
     assert deployed() == (2, f"ghcr.io/certctl/certctl@{old_digest}", None)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_rename_keeps_the_deployment_and_the_service_a_target_calls(cluster, tmp_path):
     """`helm upgrade` with a new webhook.service: the Deployment keeps its name and its
     selector (which cannot change), so its pods roll instead of all going at once, and the

@@ -101,7 +101,7 @@ def writes_by_job(cluster):
             and e["code"] < 300]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_fresh_cluster_then_steady_state(hook, certctl_binary):
     result = job(hook, certctl_binary)
     assert result.returncode == 0, result.stderr
@@ -140,7 +140,7 @@ def test_fresh_cluster_then_steady_state(hook, certctl_binary):
     assert len(reads) == 4 and set(reads.values()) == {1}, reads
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     before = secret_data(hook)
@@ -163,7 +163,7 @@ def test_renamed_service_reissues_only_the_leaf(hook, certctl_binary):
     assert "DNS:renamed.infra.svc" in sans
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_service_the_targets_do_not_call_fails_after_writing_the_bundle(hook, certctl_binary):
     # The targets call hook.infra.svc; the certificate is made for another Service. The API
     # server would refuse every call with an x509 name error, so the hook fails now.
@@ -191,7 +191,7 @@ def test_a_service_the_targets_do_not_call_fails_after_writing_the_bundle(hook, 
     assert again.returncode == 0, again.stderr
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_expiring_leaf_is_reissued(hook, certctl_binary):
     assert job(hook, certctl_binary, "--cert-validity", "40d").returncode == 0
     before = secret_data(hook)
@@ -203,7 +203,7 @@ def test_expiring_leaf_is_reissued(hook, certctl_binary):
     assert after["tls.crt"] != before["tls.crt"]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_expired_ca_is_replaced_and_bundles_follow(hook, certctl_binary):
     # A managed Secret whose CA runs out within seconds.
     manifest = run_certctl(certctl_binary, "generate", "--service", "hook", "-n", NS,
@@ -236,7 +236,7 @@ def annotations(cluster):
     return get(cluster, "secret", SECRET, namespaced=True)["metadata"].get("annotations") or {}
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_secret_phase_rotates_an_expiring_ca_in_order(hook, certctl_binary):
     before = expiring_ca_secret(hook, certctl_binary)
     # The release as it was: its bundles hold the old CA.
@@ -259,7 +259,7 @@ def test_the_secret_phase_rotates_an_expiring_ca_in_order(hook, certctl_binary):
         "customresourcedefinitions", "apiservices"}, order
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_without_targets_the_secret_phase_stops_after_step_one(hook, certctl_binary):
     before = expiring_ca_secret(hook, certctl_binary)
     env = hook.in_cluster_env("system:serviceaccount:infra:certctl", NS)
@@ -280,7 +280,7 @@ def test_without_targets_the_secret_phase_stops_after_step_one(hook, certctl_bin
     assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_secret_phase_does_not_wait_for_a_target_the_upgrade_creates(hook, certctl_binary):
     before = expiring_ca_secret(hook, certctl_binary)
     assert job(hook, certctl_binary, "--renew-before", "1d", phase="inject").returncode == 0
@@ -313,7 +313,7 @@ def test_the_secret_phase_does_not_wait_for_a_target_the_upgrade_creates(hook, c
     assert annotations(hook)["certctl.io/rotation-phase"] == "overlapping"
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_job_waiting_for_a_target_says_so_before_its_deadline(hook, certctl_binary):
     """A Helm hook that waits for a target is not silent until it gives up: it names what it
     waits for at once (and every 10 s), then fails naming it."""
@@ -360,7 +360,7 @@ def rotate(cluster, binary, *args):
     return run_certctl(binary, "rotate", "--controller-timeout", "1s", *args, env=env)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_rotate_without_a_controller_takes_the_steps_itself(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     before = secret_data(hook)
@@ -383,7 +383,7 @@ def test_rotate_without_a_controller_takes_the_steps_itself(hook, certctl_binary
     assert again["ca.crt"] == after["ca.crt"] and again["tls.crt"] != after["tls.crt"]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_rotate_leaves_an_undeliverable_request_for_the_next_job(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     before = secret_data(hook)
@@ -425,7 +425,7 @@ def test_rotate_carries_on_a_ca_rotation_left_in_step_1(hook, certctl_binary):
     assert "certctl.io/rotate" not in annotations(hook)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_rotate_refuses_what_it_cannot_rotate(hook, certctl_binary, tmp_path):
     result = rotate(hook, certctl_binary, "--ca")
     assert result.returncode == 1
@@ -444,7 +444,7 @@ def test_rotate_refuses_what_it_cannot_rotate(hook, certctl_binary, tmp_path):
     assert bad.returncode == 2, bad.stderr
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_writes_are_owned_by_the_field_manager_certctl(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     writers = [e for e in hook.request_log()["requests"]
@@ -463,7 +463,7 @@ def test_writes_are_owned_by_the_field_manager_certctl(hook, certctl_binary):
         secret["metadata"]["managedFields"]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_blanked_bundle_is_repaired_alone(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     ca = secret_data(hook)["ca.crt"]
@@ -513,7 +513,7 @@ def put_external(cluster, pair, secret_type="kubernetes.io/tls"):
                     "data": {key: b64(value) for key, value in pair.items()}})
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_external_secret_is_untouched_and_its_ca_injected(hook, certctl_binary, tmp_path):
     pair = openssl_pair(tmp_path, "external")
     put_external(hook, pair)
@@ -526,7 +526,7 @@ def test_external_secret_is_untouched_and_its_ca_injected(hook, certctl_binary, 
     assert ("update", "secrets", SECRET) not in writes_by_job(hook)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_invalid_external_secret_fails_and_stays(hook, certctl_binary, tmp_path):
     put_external(hook, openssl_pair(tmp_path, "wrongname", service="other"))
     before = get(hook, "secret", SECRET, namespaced=True)
@@ -541,7 +541,7 @@ def test_invalid_external_secret_fails_and_stays(hook, certctl_binary, tmp_path)
     assert writes_by_job(hook) == []
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_garbage_leaf_in_managed_secret_is_repaired(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
     ca = secret_data(hook)["ca.crt"]
@@ -554,7 +554,7 @@ def test_garbage_leaf_in_managed_secret_is_repaired(hook, certctl_binary):
     assert job(hook, certctl_binary).returncode == 0
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.parametrize("phase", ["all", "secret"])
 def test_garbage_ca_crt_and_leaf_keep_the_ca_the_targets_trust(hook, certctl_binary, phase):
     """ca.key still matches the CA of the targets' caBundles: ca.crt is rebuilt from them
@@ -576,7 +576,7 @@ def test_garbage_ca_crt_and_leaf_keep_the_ca_the_targets_trust(hook, certctl_bin
     assert writes_by_job(hook) == [("update", "secrets", SECRET)]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_opaque_secret_without_key_fails_untouched(hook, certctl_binary):
     apply(hook, {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                  "metadata": {"name": SECRET, "namespace": NS},
@@ -588,7 +588,7 @@ def test_opaque_secret_without_key_fails_untouched(hook, certctl_binary):
     assert get(hook, "secret", SECRET, namespaced=True) == before
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_two_jobs_at_once_agree_on_one_ca(hook, certctl_binary):
     results = [None, None]
 
@@ -630,7 +630,7 @@ def test_converges_through_conflicts_and_unavailability(hook, certctl_binary):
     assert codes.count(409) == 2 and codes.count(503) == 3, codes
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_tls_handshake_trusting_only_the_injected_bundle(hook, certctl_binary, tmp_path):
     assert job(hook, certctl_binary).returncode == 0
     data = secret_data(hook)
@@ -670,7 +670,7 @@ def job_as(cluster, binary, user, *args, service="hook-b"):
                        env=cluster.in_cluster_env(user, NS))
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_leaf_that_drops_a_name_another_webhook_calls_is_refused_until_forced(
         hook, certctl_binary):
     shared_secret(hook, certctl_binary)
@@ -703,7 +703,7 @@ def test_a_leaf_that_drops_a_name_another_webhook_calls_is_refused_until_forced(
     assert "DNS:hook-b.infra.svc" in sans and "DNS:hook.infra.svc" not in sans, sans
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_without_leave_to_list_webhook_configurations_the_job_reissues_as_before(
         hook, certctl_binary):
     """The chart's RBAC names its targets and lists no webhook configurations: the one LIST

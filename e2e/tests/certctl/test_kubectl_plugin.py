@@ -12,7 +12,7 @@ import pytest
 from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
 from harness.cluster import KUBECTL
 
-pytestmark = pytest.mark.backends("emulator", "real")
+pytestmark = pytest.mark.backends("real")
 
 NS = "infra"
 SECRET = "webhook-server-cert"

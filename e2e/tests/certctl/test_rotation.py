@@ -227,7 +227,7 @@ def probe_for(cluster, *replicas):
                          served=lambda: served_serials(*(r.webhook.log() for r in replicas)))
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.time_limit(90)
 def test_rotate_ca_with_the_controller_running(cluster, certctl_binary, pods):
     pod = pods("a", "--ca-overlap", "4s").wait_ready()
@@ -349,7 +349,7 @@ def test_the_leader_killed_mid_rotation_is_succeeded_without_a_failed_call(clust
     assert [new, old] in probe.bundles_seen, probe.report()
     assert "leaf-moved-to-new-ca" in replicas[follower].log()
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_leaf_renewal_changes_no_bundle_and_fails_no_call(cluster, certctl_binary, pods):
     pod = pods("a").wait_ready()
     old, = secret_cas(cluster)
@@ -367,7 +367,7 @@ def test_a_leaf_renewal_changes_no_bundle_and_fails_no_call(cluster, certctl_bin
     assert probe.bundles_seen == [[old]], probe.report()
     assert 'certctl_rotations_total{kind="leaf"} 1' in pod.sidecar.metrics()[0]
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_naive_rotation_fails_calls_so_the_probe_can_see_it(cluster, certctl_binary, pods):
     pod = pods("a").wait_ready()
     pod.sidecar.stop()  # the naive tool replaces certctl: nothing repairs what it does
@@ -379,15 +379,14 @@ def test_the_naive_rotation_fails_calls_so_the_probe_can_see_it(cluster, certctl
                  watch=[pod.webhook])
         probe.wait_rounds(10)
     assert probe.failures, f"the naive rotation failed no call:\n{probe.report()}"
-    # The handshake failed: the harness's own (Python's words) or the API server's (Go's).
-    verify_failed = ("x509: certificate signed by unknown authority" if cluster.backend == "real"
-                     else "CERTIFICATE_VERIFY_FAILED")
+    # The API server's own handshake failed, in Go's words.
+    verify_failed = "x509: certificate signed by unknown authority"
     assert all(verify_failed in f[-1] for f in probe.failures), probe.report()
     print(f"naive rotation: {len(probe.failures)} failed calls of "
           f"{len(probe.failures) + probe.calls}")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.time_limit(90)
 def test_tampered_rotation_state_is_repaired_without_a_failed_call(cluster, certctl_binary,
                                                                    pods):

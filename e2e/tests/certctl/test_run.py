@@ -241,7 +241,7 @@ def sample(values, name, **labels):
 
 # --- scenarios ----------------------------------------------------------------------------
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_cold_start_secret_folder_bundle_readiness_and_tls(hook, sidecars, tmp_path):
     sidecar = sidecars()
     wait_ready(sidecar)
@@ -310,7 +310,7 @@ def test_cold_start_secret_folder_bundle_readiness_and_tls(hook, sidecars, tmp_p
         server.wait()
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)
@@ -364,7 +364,7 @@ def test_blanked_and_reapplied_bundles_are_repaired_within_2s(hook, sidecars):
     assert sidecar.readyz() == (200, "ok\n")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_deleted_secret_is_recreated_and_everything_follows(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)
@@ -403,7 +403,7 @@ def damaged_ca_crt(damage, data):
     return Authority(name).cert_pem
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.parametrize("damage", ["garbage", "two-leaves", "same-name-ca"])
 def test_a_damaged_ca_crt_is_rebuilt_from_the_targets_without_a_new_ca(hook, sidecars, damage):
     """ca.key still matches the CA every target trusts: ca.crt is rebuilt from it, the CA,
@@ -464,7 +464,7 @@ def test_sighup_reconciles_at_once_and_keeps_running(hook, sidecars):
     assert sidecar.readyz() == (200, "ok\n")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.parametrize("sig, leader_elect", [(signal.SIGTERM, False),
                                                (signal.SIGTERM, True),
                                                (signal.SIGINT, True)],
@@ -492,7 +492,7 @@ def test_stop_signal_exits_0_within_5s_and_releases(hook, sidecars, sig, leader_
         assert "released the lease" in log, log
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     names = ["r0", "r1", "r2"]
     users = {name: f"system:serviceaccount:{NS}:certctl-{name}" for name in names}
@@ -555,7 +555,7 @@ def test_three_replicas_elect_one_writer_then_fail_over(infra, sidecars):
     assert sample(values, "certctl_leader") == 1
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_shorter_lease_times_are_written_to_the_lease_and_hand_over_sooner(infra, sidecars):
     names = ["s0", "s1"]
     users = {name: f"system:serviceaccount:{NS}:certctl-{name}" for name in names}
@@ -588,7 +588,7 @@ def leaf_dns_names(hook):
     return names.get_values_for_type(x509.DNSName)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_rolling_update_that_adds_a_name_completes(hook, sidecars):
     """The chart's rolling update after `certificate.extraDnsNames` changed: the old replica
     leads and issues for its own flags. The new one asks for the name in the Secret and
@@ -621,7 +621,7 @@ def test_a_rolling_update_that_adds_a_name_completes(hook, sidecars):
     assert new.readyz()[0] == 200
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_rename_without_leader_election_keeps_the_called_name_and_does_not_fight(hook,
                                                                                    sidecars):
     """The chart's rolling update of one replica (no leader election) after webhook.service
@@ -825,7 +825,7 @@ def test_missing_target_keeps_it_unready_until_created(infra, sidecars):
     assert sidecar.readyz() == (200, "ok\n")
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_leaf_due_for_renewal_is_reissued_and_the_ca_kept(hook, sidecars, certctl_binary):
     """A Secret whose leaf has 20 days left (--renew-before is 30d): the leaf is re-issued
     from the stored CA; ca.crt and ca.key stay, so the caBundle needs no change."""
@@ -848,7 +848,7 @@ def test_a_leaf_due_for_renewal_is_reissued_and_the_ca_kept(hook, sidecars, cert
 SELECTOR = "certctl.example.com/inject=hook"
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_a_new_configuration_matching_the_selector_is_injected_within_2s(infra, sidecars):
     user = f"system:serviceaccount:{NS}:certctl-selector"
     infra.add_user(user, emulator_rules("sidecar", SECRET, NS, {"webhookSelector": SELECTOR},

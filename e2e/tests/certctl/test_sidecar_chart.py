@@ -149,7 +149,7 @@ def test_sidecar_is_the_default_mode_and_lints(helm):
         assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(helm):
     _, objects = helm.template(MINIMAL)
     deployment, service = one(objects, "Deployment"), one(objects, "Service")
@@ -779,7 +779,7 @@ CHART_TARGETS = {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
 
 @pytest.mark.parametrize("leader_election", [False, True],
                          ids=["leader-election-off", "leader-election-on"])
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_sidecar_container_runs_with_exactly_the_chart_rbac(cluster, helm, certctl_binary,
                                                             tmp_path, leader_election):
     create_targets(cluster)

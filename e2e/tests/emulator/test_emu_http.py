@@ -195,6 +195,25 @@ def test_webhook_urls_are_judged_as_kube_apiserver_judges_them(cluster):
     assert {url: status(url) for url in stored + refused} == \
         {**{url: 201 for url in stored}, **{url: 422 for url in refused}}
 
+@pytest.mark.backends("emulator", "real")
+def test_an_empty_ca_bundle_is_left_out_of_the_stored_object(cluster):
+    """caBundle is a []byte with omitempty: written as "" (by a JSON patch, an apply or a
+    create), it is not in the object read back; certctl's repair of a blanked bundle relies
+    on reading it as absent."""
+    made = create(cluster, VWCS, {"metadata": {"name": "blank"}, "webhooks": [
+        webhook("a.example.com", clientConfig={"url": "https://x", "caBundle": ""})]})
+    assert "caBundle" not in made["webhooks"][0]["clientConfig"], made
+    create(cluster, VWCS, {"metadata": {"name": "filled"}, "webhooks": [
+        webhook("a.example.com", clientConfig={"url": "https://x", "caBundle": "Zm9v"})]})
+    resp = cluster.api("PATCH", f"{VWCS}/filled", [
+        {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": ""}],
+        content_type="application/json-patch+json")
+    assert resp.status == 200, resp.body
+    assert "caBundle" not in resp.json()["webhooks"][0]["clientConfig"], resp.json()
+    got = cluster.api("GET", f"{VWCS}/filled").json()
+    assert "caBundle" not in got["webhooks"][0]["clientConfig"], got
+
+
 # --- update semantics ---------------------------------------------------------------------
 
 def test_update_conflicts_and_resource_version_rules(cluster):

@@ -110,7 +110,7 @@ def test_the_example_lints_and_renders_the_webhook_with_certctl_inside(tmp_path,
     assert "caBundle" not in vwc["webhooks"][0]["clientConfig"]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_example_installs_upgrades_and_its_pod_is_ready_only_while_it_serves(
         cluster, certctl_binary, tmp_path, chart):
     cluster.kubectl("create", "namespace", NS)

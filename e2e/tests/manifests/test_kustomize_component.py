@@ -369,7 +369,7 @@ def test_namespace_transformer_keeps_the_events_role_in_default(tmp_path):
 # --- against the emulator -------------------------------------------------------------------
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_overlay_applies_and_readiness_follows_the_serving_check(cluster, certctl_binary,
                                                                  tmp_path):
     cluster.kubectl("create", "namespace", NS)

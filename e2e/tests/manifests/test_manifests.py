@@ -249,37 +249,11 @@ def assert_bound(objects, binding_kind, role, sa_name, sa_namespace):
         assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
 
 
-def emulator_rules(objects, sa_name, sa_namespace):
-    """The rules the RBAC objects grant the ServiceAccount, in the emulator's policy form."""
-    subject = {"kind": "ServiceAccount", "name": sa_name, "namespace": sa_namespace}
-    roles = {(r["kind"], r["metadata"].get("namespace"), r["metadata"]["name"]): r
-             for r in objects if r["kind"] in ("Role", "ClusterRole")}
-    rules = []
-    for binding in objects:
-        if binding["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
-            continue
-        if subject not in binding["subjects"]:
-            continue
-        ns = binding["metadata"].get("namespace")
-        ref = binding["roleRef"]
-        role = roles[(ref["kind"], ns if ref["kind"] == "Role" else None, ref["name"])]
-        for rule in role["rules"]:
-            converted = {key: rule[key] for key in ("verbs", "apiGroups", "resources",
-                                                    "resourceNames") if key in rule}
-            if binding["kind"] == "RoleBinding":
-                converted["namespaces"] = [ns]
-            rules.append(converted)
-    return rules
-
-
-def rendered_rbac_user(cluster, objects, sa_name, sa_namespace, user):
-    """A user holding exactly what the rendered RBAC objects grant the ServiceAccount: on
-    the emulator a user with those rules; on the real API server the ServiceAccount itself,
-    with the chart's own Roles, ClusterRoles and bindings applied, by its token, so the
-    real authorizer decides. Returns the user name to pass as `user=`."""
-    if cluster.backend == "emulator":
-        cluster.add_user(user, emulator_rules(objects, sa_name, sa_namespace))
-        return user
+def rendered_rbac_user(cluster, objects, sa_name, sa_namespace):
+    """A user holding exactly what the rendered RBAC objects grant the ServiceAccount: the
+    ServiceAccount itself, with the chart's own Roles, ClusterRoles and bindings applied, by
+    its token, so the real API server's authorizer decides. Returns the user name to pass as
+    `user=`."""
     kinds = {"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
     for obj in objects:
         if obj["kind"] in kinds:
@@ -649,7 +623,7 @@ def test_existing_service_account_and_no_rbac(helm):
 # --- helm: against the emulator -------------------------------------------------------
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_rendered_chart_applies(cluster, helm):
     stream, objects = helm.template(FULL, namespace="certctl-system", release="hook")
     cluster.kubectl("create", "namespace", "certctl-system")
@@ -667,13 +641,13 @@ def test_rendered_chart_applies(cluster, helm):
     assert all(line.endswith("unchanged") for line in again.splitlines()), again
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_chart_rbac_grants_exactly_what_certctl_job_needs(cluster, helm):
     values = merged(MINIMAL, targets={"validatingWebhooks": ["hook"], "crds": ["widgets.hook.io"]})
     _, objects = helm.template(values, namespace="infra", release="hook")
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
     cluster.kubectl("create", "namespace", "infra")
-    user = rendered_rbac_user(cluster, objects, sa, "infra", "hook-sa")
+    user = rendered_rbac_user(cluster, objects, sa, "infra")
 
     allowed = [("get", "secrets/webhook-server-cert", "infra"),
                ("update", "secrets/webhook-server-cert", "infra"),
@@ -766,7 +740,7 @@ def test_examples_change_namespace_in_one_place(tmp_path):
         assert binding["subjects"][0]["namespace"] == "team-x"
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_examples_apply(cluster):
     stream, objects = kustomize(EXAMPLES)
     cluster.kubectl("create", "namespace", "example-system")
@@ -777,7 +751,7 @@ def test_examples_apply(cluster):
     assert container(job)["args"] == container(one(objects, "Job"))["args"]
 
     sa = one(objects, "ServiceAccount")["metadata"]["name"]
-    user = rendered_rbac_user(cluster, objects, sa, "example-system", "example-sa")
+    user = rendered_rbac_user(cluster, objects, sa, "example-system")
     assert can_i(cluster, user, "create", "secrets", "example-system")
     assert can_i(cluster, user, "update", "secrets/webhook-server-cert", "example-system")
     assert can_i(cluster, user, "patch", f"{VWC}/example-webhook")

@@ -15,8 +15,7 @@ monitoring kinds are unknown, as in a cluster without the Operator; the raw-mani
 of docs/monitoring.md applies too; the release notes name the objects rendered; `helm
 install` creates every object and `helm uninstall` removes them. On the real API server the
 CRDs are the Operator's own (harness/operator_crds.py, from its Go module at a pinned
-version); on the emulator the minimal copy monitoring-crds.yaml (the fields the chart uses,
-with the Operator's types and patterns).
+version).
 
 promtool is Debian's (scripts/setup.sh); a missing one fails the tests.
 """
@@ -38,7 +37,6 @@ from harness.rbac import CHART, REPO
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULE_FILE = os.path.join(CHART, "files", "alerts.yaml")
 ALERTS_TEST = os.path.join(HERE, "alerts_test.yaml")
-CRDS = os.path.join(HERE, "monitoring-crds.yaml")
 MONITORING_DOC = os.path.join(REPO, "docs", "monitoring.md")
 
 NS = "infra"
@@ -494,18 +492,15 @@ def test_schema_rejects_bad_values(helm, override, field):
     assert "schema" in proc.stderr and field in proc.stderr, proc.stderr
 
 
-# --- against the emulator ------------------------------------------------------------------------
+# --- against the real API server -----------------------------------------------------------------
 
 
 def install_crds(cluster):
-    """What a cluster with the Prometheus Operator has before the chart comes: on the real
-    API server the Operator's own CRDs (too large for a client-side apply's annotation, so
-    applied server-side, as the Operator's docs do)."""
-    if cluster.backend == "real":
-        for path in operator_crds("podmonitors", "servicemonitors", "prometheusrules"):
-            cluster.kubectl("apply", "--server-side", "-f", path)
-    else:
-        cluster.kubectl("apply", "-f", CRDS)
+    """What a cluster with the Prometheus Operator has before the chart comes: the
+    Operator's own CRDs (too large for a client-side apply's annotation, so applied
+    server-side, as the Operator's docs do)."""
+    for path in operator_crds("podmonitors", "servicemonitors", "prometheusrules"):
+        cluster.kubectl("apply", "--server-side", "-f", path)
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=10s",
                     "crd/podmonitors.monitoring.coreos.com",
                     "crd/servicemonitors.monitoring.coreos.com",
@@ -529,7 +524,7 @@ def resource_versions(cluster, objects):
     return [live(cluster, obj)["metadata"]["resourceVersion"] for obj in objects]
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 @pytest.mark.parametrize("values", [FULL, with_service_monitor(FULL)],
                          ids=["pod-monitor", "service-monitor"])
 def test_rendered_objects_apply(cluster, helm, values):
@@ -558,7 +553,7 @@ def test_rendered_objects_apply(cluster, helm, values):
     assert resource_versions(cluster, namespaced) == before
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_without_the_operators_crds_the_monitoring_kinds_are_unknown(cluster, helm):
     values = merged(MINIMAL, monitoring={"podMonitor": {"enabled": True},
                                          "prometheusRule": {"enabled": True}})
@@ -571,7 +566,7 @@ def test_without_the_operators_crds_the_monitoring_kinds_are_unknown(cluster, he
     assert 'no matches for kind "PrometheusRule"' in proc.stderr, proc.stderr
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_crds_refuse_what_the_operator_refuses(cluster):
     install_crds(cluster)
     bad = {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
@@ -590,7 +585,7 @@ def docs_blocks(language, after):
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_the_docs_recipe_for_raw_manifests_applies(cluster):
     install_crds(cluster)
     cluster.kubectl("create", "namespace", "example-system")
@@ -608,7 +603,7 @@ def test_the_docs_recipe_for_raw_manifests_applies(cluster):
     assert stored["spec"] == rule_file()
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_notes_name_the_monitoring_objects(cluster, helm):
     # A client-side dry run renders NOTES.txt (helm template does not); it only reads the
     # server's version and discovery, which must know the Operator's kinds.
@@ -637,6 +632,7 @@ def test_notes_name_the_monitoring_objects(cluster, helm):
         assert word not in notes, notes
 
 
+@pytest.mark.backends("real")
 @pytest.mark.parametrize("values", [FULL, with_service_monitor(FULL)],
                          ids=["pod-monitor", "service-monitor"])
 def test_helm_install_creates_and_uninstall_removes_every_object(cluster, helm, values):

@@ -187,7 +187,7 @@ def test_namespace_changes_in_one_place(tmp_path):
             {"team-x", "default", None}
 
 
-@pytest.mark.backends("emulator", "real")
+@pytest.mark.backends("real")
 def test_example_applies_and_its_sidecars_work_with_exactly_its_rbac(cluster, certctl_binary,
                                                                      tmp_path):
     stream, objects = kustomize(NATIVE)
