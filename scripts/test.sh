@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the unit tests in an optimised build and again under AddressSanitizer +
-# UndefinedBehaviorSanitizer, a bounded run of every fuzz target beside the quick form of the
-# peers benchmark (bench/peers/run.py --quick), the release of the project's version
+# UndefinedBehaviorSanitizer, the latter beside a bounded run of every fuzz target and the
+# quick form of the peers benchmark (bench/peers/run.py --quick), the release of the project's version
 # (scripts/release.sh: static executables for amd64 and arm64, images, chart, SBOMs), then
 # the end-to-end tests. Installs what is missing first. Ends with the wall time of each
 # stage.
@@ -88,16 +88,10 @@ export PATH="$PWD/.tools/bin:$PATH"
 # Every C and C++ build below (build.sh, fuzz.sh, build-static.sh) compiles through ccache.
 source scripts/lib/ccache.sh
 
-presets=(ci)
-$quick || presets+=(asan)
-
-for preset in "${presets[@]}"; do
-  stage "build ($preset)" scripts/build.sh "$preset"
-  if [[ $preset == ci ]]; then
-    stage "lint (clang-format, clang-tidy)" scripts/lint.sh
-  fi
-  stage "unit tests ($preset)" ctest --preset "$preset"
-done
+stage "build (ci)" scripts/build.sh ci
+stage "lint (clang-format, clang-tidy)" scripts/lint.sh
+stage "unit tests (ci)" ctest --preset ci
+$quick || stage "build (asan)" scripts/build.sh asan
 
 if [[ -x e2e/run.sh ]]; then
   # The real API server of the end-to-end tests and the peers benchmark: built once per
@@ -106,27 +100,50 @@ if [[ -x e2e/run.sh ]]; then
   stage "control plane (kube-apiserver, etcd)" scripts/kube-up.sh --build
 fi
 
-# The peers benchmark's quick form (bench/peers/run.py --quick): every step still runs
-# against each peer; its figures are not the report's (bench/peers/README.md). It runs
-# beside the fuzzing, which is bounded by time rather than work, so the two cost the longer
-# of them; the fuzz targets get fewer executions for it.
-fuzz_and_peers() {
-  local log=build/peers-quick.log peers
-  /usr/bin/python3 bench/peers/run.py --quick --certctl build/ci/certctl >"$log" 2>&1 &
-  peers=$!
+# One stage of three that do not wait for each other: the unit tests under ASan+UBSan, the
+# peers benchmark's quick form (bench/peers/run.py --quick: every step still runs against
+# each peer; its figures are not the report's, bench/peers/README.md), and the fuzzing,
+# which is bounded by time rather than work: niced, it takes the cores the other two leave
+# (its targets get fewer executions; each run goes on from the corpus the last one grew).
+# The stage costs about the longest of them instead of their sum.
+beside_pids=() beside_names=() beside_logs=()
+beside() { # beside NAME LOG COMMAND...: starts COMMAND in the background, output in LOG
+  local name=$1 log=$2
+  shift 2
+  "$@" >"$log" 2>&1 &
+  beside_pids+=("$!") beside_names+=("$name") beside_logs+=("$log")
+}
+await_beside() { # waits for every command started by beside; a failed one's log is shown
+  local i failed=0
+  for i in "${!beside_pids[@]}"; do
+    if wait "${beside_pids[$i]}"; then
+      echo "test: ${beside_names[$i]} passed (log: ${beside_logs[$i]})"
+    else
+      tail -n 60 "${beside_logs[$i]}"
+      echo "test: ${beside_names[$i]} failed (the whole log: ${beside_logs[$i]})" >&2
+      failed=1
+    fi
+  done
+  beside_pids=() beside_names=() beside_logs=()
+  return "$failed"
+}
+sanitized_tests_fuzzing_peers() {
+  beside "unit tests (asan)" build/asan-unit-tests.log ctest --preset asan
+  beside "peers benchmark (quick)" build/peers-quick.log \
+    /usr/bin/python3 bench/peers/run.py --quick --certctl build/ci/certctl
+  local fuzzed=0
   if [[ $fuzz_seconds != 0 ]]; then
-    scripts/fuzz.sh "$fuzz_seconds" || { kill "$peers" 2>/dev/null; return 1; }
+    nice -n 10 scripts/fuzz.sh "$fuzz_seconds" || fuzzed=$?
   fi
-  if ! wait "$peers"; then
-    tail -n 60 "$log"
-    echo "test: bench/peers/run.py --quick failed (the whole log: $log)" >&2
-    return 1
-  fi
-  sed -n '/^# certctl beside its peers/,$p' "$log"
+  await_beside || return 1
+  grep -E "tests passed|tests failed" build/asan-unit-tests.log
+  sed -n '/^# certctl beside its peers/,$p' build/peers-quick.log
+  return "$fuzzed"
 }
 fuzz_seconds=${CERTCTL_FUZZ_SECONDS:-15}
 if ! $quick; then
-  stage "fuzzing (${fuzz_seconds}s per target), peers benchmark (quick)" fuzz_and_peers
+  stage "unit tests (asan), fuzzing (${fuzz_seconds}s per target), peers benchmark (quick)" \
+    sanitized_tests_fuzzing_peers
 fi
 
 # The release (skipped by --quick): the static executables for amd64 and arm64, built once
