@@ -28,7 +28,8 @@ quick=false
 source scripts/lib/progress.sh
 cache_dir=${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}
 # The stage times of the last run that passed, "SECONDS<TAB>STAGE" a line.
-last_times=$cache_dir/test-stage-times$($quick && echo -quick).tsv
+last_times=$cache_dir/test-stage-times.tsv
+$quick && last_times=$cache_dir/test-stage-times-quick.tsv
 declare -A last=()
 if [[ -r $last_times ]]; then
   while IFS=$'\t' read -r seconds name; do last[$name]=$seconds; done <"$last_times"
@@ -76,7 +77,7 @@ if [[ -n ${last[total]:-} ]]; then
 elif $quick; then
   echo "test: no earlier --quick run on this machine: expect about 15 min warm (docs/ci.md)"
 else
-  echo "test: no earlier run on this machine: expect about 20 min with warm caches, 45 min" \
+  echo "test: no earlier run on this machine: expect about 20 min with warm caches, over an hour" \
     "on a new machine (docs/ci.md)"
 fi
 $quick && echo "test: --quick leaves out the unit tests under sanitizers, fuzzing, the peers" \
