@@ -47,6 +47,7 @@ stage() {
   current_stage=
 }
 current_stage=
+finished=false # set by the last line: a run stopped half-way records no times
 test_start=$SECONDS
 summary() {
   local rc=$? i name
@@ -60,7 +61,7 @@ summary() {
     printf '  %-62s %5s %6s  FAILED\n' "$current_stage" "$((SECONDS - current_start))" \
       "${last[$current_stage]:--}"
   printf '  %-62s %5s %6s\n' total "$((SECONDS - test_start))" "${last[total]:--}"
-  if ((rc == 0)) && mkdir -p "$cache_dir"; then
+  if ((rc == 0)) && $finished && mkdir -p "$cache_dir"; then
     {
       for i in "${!times[@]}"; do printf '%s\t%s\n' "${times[$i]}" "${stages[$i]}"; done
       printf '%s\ttotal\n' "$((SECONDS - test_start))"
@@ -161,3 +162,4 @@ if [[ -x e2e/run.sh ]]; then
   : >"$E2E_PROGRESS"
   STAGE_LOG=$E2E_PROGRESS stage "end-to-end tests" e2e/run.sh build/ci/certctl
 fi
+finished=true
