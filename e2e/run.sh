@@ -19,8 +19,8 @@ export E2E_TEST_TIMEOUT=${E2E_TEST_TIMEOUT:-60}
 # The durations of the last run, outside the clone: the next one starts the longest first.
 export E2E_DURATIONS=${E2E_DURATIONS:-${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}/e2e-durations.json}
 
-# 2 workers by default: on 2 shared cores 3 workers made timing-bound tests fail (see
-# bench/README.md, "CI cost"). --dist load hands out single tests, longest first.
+# 2 workers by default: on 2 shared cores 3 workers made timing-bound tests fail and won
+# little (docs/ci.md). --dist load hands out single tests, longest first (e2e/conftest.py).
 workers=${E2E_WORKERS:-2}
 parallel=()
 if [[ $workers != 0 ]]; then

@@ -26,6 +26,8 @@ progress_start() {
   local parent=$$
   (
     trap - EXIT
+    # The caller's errexit and pipefail would end the ticker at a grep that finds nothing.
+    set +e +o pipefail
     seen='' reported=0
     while kill -0 "$parent" 2>/dev/null; do
       sleep 1
