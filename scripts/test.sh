@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test: the unit tests in an optimised build and again under AddressSanitizer +
 # UndefinedBehaviorSanitizer, the latter beside a bounded run of every fuzz target and the
-# quick form of the peers benchmark (bench/peers/run.py --quick), the release of the project's version
-# (scripts/release.sh: static executables for amd64 and arm64, images, chart, SBOMs), then
-# the end-to-end tests. Installs what is missing first. Ends with the wall time of each
-# stage.
+# quick form of the peers benchmark (bench/peers/run.py --quick), the release of the
+# project's version (scripts/release.sh: static executables for amd64 and arm64, images,
+# chart, SBOMs), then the end-to-end tests with the linters (clang-format, clang-tidy,
+# gofmt, go vet) beside them. Installs what is missing first. Says what to expect at its
+# start and ends with the wall time of each stage (docs/ci.md).
 # Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers, no fuzzing,
 #                                     no peers benchmark, no release)
 # Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 15; 0 skips fuzzing,
@@ -84,30 +85,7 @@ fi
 $quick && echo "test: --quick leaves out the unit tests under sanitizers, fuzzing, the peers" \
   "benchmark and the release (and so the end-to-end tests of the image and the release)"
 
-stage "setup" scripts/setup.sh
-# Tools the project installs itself (helm) live here.
-export PATH="$PWD/.tools/bin:$PATH"
-# Every C and C++ build below (build.sh, fuzz.sh, build-static.sh) compiles through ccache.
-source scripts/lib/ccache.sh
-
-stage "build (ci)" scripts/build.sh ci
-stage "lint (clang-format, clang-tidy)" scripts/lint.sh
-stage "unit tests (ci)" ctest --preset ci
-$quick || stage "build (asan)" scripts/build.sh asan
-
-if [[ -x e2e/run.sh ]]; then
-  # The real API server of the end-to-end tests and the peers benchmark: built once per
-  # machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few
-  # seconds after that.
-  stage "control plane (kube-apiserver, etcd)" scripts/kube-up.sh --build
-fi
-
-# One stage of three that do not wait for each other: the unit tests under ASan+UBSan, the
-# peers benchmark's quick form (bench/peers/run.py --quick: every step still runs against
-# each peer; its figures are not the report's, bench/peers/README.md), and the fuzzing,
-# which is bounded by time rather than work: niced, it takes the cores the other two leave
-# (its targets get fewer executions; each run goes on from the corpus the last one grew).
-# The stage costs about the longest of them instead of their sum.
+# Stages that wait for nothing of each other run at once, one in front, the others beside it.
 beside_pids=() beside_names=() beside_logs=()
 beside() { # beside NAME LOG COMMAND...: starts COMMAND in the background, output in LOG
   local name=$1 log=$2
@@ -129,6 +107,30 @@ await_beside() { # waits for every command started by beside; a failed one's log
   beside_pids=() beside_names=() beside_logs=()
   return "$failed"
 }
+
+stage "setup" scripts/setup.sh
+# Tools the project installs itself (helm) live here.
+export PATH="$PWD/.tools/bin:$PATH"
+# Every C and C++ build below (build.sh, fuzz.sh, build-static.sh) compiles through ccache.
+source scripts/lib/ccache.sh
+
+stage "build (ci)" scripts/build.sh ci
+stage "unit tests (ci)" ctest --preset ci
+$quick || stage "build (asan)" scripts/build.sh asan
+
+if [[ -x e2e/run.sh ]]; then
+  # The real API server of the end-to-end tests and the peers benchmark: built once per
+  # machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few
+  # seconds after that.
+  stage "control plane (kube-apiserver, etcd)" scripts/kube-up.sh --build
+fi
+
+# One stage of three that do not wait for each other: the unit tests under ASan+UBSan, the
+# peers benchmark's quick form (bench/peers/run.py --quick: every step still runs against
+# each peer; its figures are not the report's, bench/peers/README.md), and the fuzzing,
+# which is bounded by time rather than work: niced, it takes the cores the other two leave
+# (its targets get fewer executions; each run goes on from the corpus the last one grew).
+# The stage costs about the longest of them instead of their sum.
 sanitized_tests_fuzzing_peers() {
   beside "unit tests (asan)" build/asan-unit-tests.log ctest --preset asan
   beside "peers benchmark (quick)" build/peers-quick.log \
@@ -157,9 +159,20 @@ if ! $quick; then
   stage "release $version (static executables, images, chart)" scripts/release.sh "$version"
 fi
 
-if [[ -x e2e/run.sh ]]; then
-  export E2E_PROGRESS=build/e2e-progress.log
-  : >"$E2E_PROGRESS"
-  STAGE_LOG=$E2E_PROGRESS stage "end-to-end tests" e2e/run.sh build/ci/certctl
-fi
+# The end-to-end tests leave most of the machine idle (their scenarios wait for events,
+# outages and lifetimes), so the linters run beside them at the lowest priority: warm, a few
+# seconds of cached results; cold, clang-tidy's quarter of an hour hidden in the tests' wait.
+end_to_end_and_lint() {
+  beside "lint (clang-format, clang-tidy, gofmt, go vet)" build/lint.log nice -n 19 scripts/lint.sh
+  local tested=0
+  if [[ -x e2e/run.sh ]]; then
+    e2e/run.sh build/ci/certctl || tested=$?
+  fi
+  await_beside || return 1
+  tail -n 1 build/lint.log
+  return "$tested"
+}
+export E2E_PROGRESS=build/e2e-progress.log
+: >"$E2E_PROGRESS"
+STAGE_LOG=$E2E_PROGRESS stage "end-to-end tests, lint beside them" end_to_end_and_lint
 finished=true
