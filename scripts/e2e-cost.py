@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """What each end-to-end test file costs: the durations e2e/run.sh recorded in its last run
 (setup, call and teardown of every test), summed per file and backend, longest first, as a
-Markdown table for docs/ci.md. A backend is the test's `[emulator]`/`[real]` parameter (a
-test with neither is counted as `emulator` unless its file is marked for the real server
-alone, in which case it is `real`); the worker time is what the suite costs the 2 workers
+Markdown table for docs/ci.md. A backend is the test's `[emulator]`/`[real]` parameter (the
+backends marker always adds one; a test with neither uses the emulator); the worker time is what the suite costs the 2 workers
 together, so the stage's wall time is about half of it. Only the tests the suite has now
 count (pytest collects them first): the file keeps the durations of tests since removed.
 
@@ -25,17 +24,7 @@ BACKEND = re.compile(r"\[(?:[^\]]*-)?(emulator|real|node)(?:-[^\]]*)?\]$")
 
 def backend_of(nodeid):
     match = BACKEND.search(nodeid)
-    if match:
-        return match.group(1)
-    path = os.path.join(REPO, nodeid.split("::", 1)[0])
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        return "emulator"
-    if re.search(r'^pytestmark = pytest\.mark\.backends\("real"\)', text, re.M):
-        return "real"
-    return "emulator"
+    return match.group(1) if match else "emulator"
 
 
 def collected():
