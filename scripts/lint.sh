@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks formatting (clang-format) and runs the project's clang-tidy checks over every
 # source file, using the compile commands of a configured preset (default: ci); gofmt and
-# go vet on the Go programs of the test bed (e2e/controlplane) and of the benchmarks
-# (bench/peers/cert-controller).
+# go vet on the Go programs of the test bed (e2e/controlplane), of the benchmarks
+# (bench/peers/cert-controller) and the example webhook (examples/webhook).
 # clang-tidy results are cached outside the clone (CERTCTL_CACHE_DIR, default
 # ~/.cache/certctl): a unit is checked again only when its inputs changed. The key of a unit
 # is the hash of its preprocessed source (every header it includes, as clang sees it, with
@@ -28,7 +28,7 @@ fi
 
 # The Go programs of the test bed and the benchmarks, each a module of its own. The vet
 # results sit in Go's build cache: an unchanged tree is checked again in seconds.
-go_modules=(e2e/controlplane bench/peers/cert-controller)
+go_modules=(e2e/controlplane bench/peers/cert-controller examples/webhook)
 if $fix; then
   gofmt -w "${go_modules[@]}"
 else

@@ -1,0 +1,3 @@
+module certctl.io/examples/webhook
+
+go 1.26.0
