@@ -6,7 +6,10 @@
 #
 # Usage: scripts/kube-up.sh DIR          build if needed, start, wait for /readyz; the last
 #                                        line printed is `export KUBECONFIG=DIR/kubeconfig`
-#        scripts/kube-up.sh --down DIR   stop both (nothing running is not an error)
+#        scripts/kube-up.sh --node DIR   the same, and one node that runs pods (as root; see
+#                                        scripts/lib/kube-node.sh and docs/try-the-chart.md)
+#        scripts/kube-up.sh --down DIR   stop all it started, node included, and undo what the
+#                                        node changed on the host (nothing running: no error)
 #        scripts/kube-up.sh --build      build only; prints the folder of the programs
 # Env:   CERTCTL_CACHE_DIR  where the programs are kept (default ~/.cache/certctl), under
 #                           controlplane/<kubernetes version>-<hash of the Go sources>
@@ -19,15 +22,19 @@
 # certificate is verified for NAME.NAMESPACE.svc. DIR/node-ip is the address such an
 # EndpointSlice names: the machine's own (EndpointSlice validation refuses loopback), where
 # a webhook server listens for the API server's calls. DIR/audit.log is its audit log: one
-# JSON line per request (user, verb, object, answer). No kube-controller-manager runs:
-# nothing creates a namespace's default ServiceAccount, ends a deleted namespace, or runs
-# a Job.
+# JSON line per request (user, verb, object, answer). Without --node no
+# kube-controller-manager runs: nothing creates a namespace's default ServiceAccount, ends a
+# deleted namespace, or runs a Job.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 sources=$repo/e2e/controlplane
 cache=${CERTCTL_CACHE_DIR:-$HOME/.cache/certctl}
 start_timeout=90
+# The programs of the one executable, kube (e2e/controlplane/kube/main.go).
+programs=(kube-apiserver etcd kubelet kube-controller-manager kube-scheduler)
+# shellcheck source=scripts/lib/kube-node.sh
+source "$repo/scripts/lib/kube-node.sh"
 
 die() {
   echo "kube-up: $*" >&2
@@ -35,7 +42,7 @@ die() {
 }
 
 usage() {
-  echo "usage: scripts/kube-up.sh DIR | --down DIR | --build" >&2
+  echo "usage: scripts/kube-up.sh DIR | --node DIR | --down DIR | --build" >&2
   exit 2
 }
 
@@ -44,7 +51,8 @@ kube_version() {
   awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$sources/go.mod"
 }
 
-# build: prints the folder holding kube-apiserver and etcd (links to one executable, kube),
+# build: prints the folder holding kube-apiserver, etcd, and the node's kubelet,
+# kube-controller-manager and kube-scheduler (links to one executable, kube),
 # building it when the cache has no build of these exact sources with this Go.
 build() {
   command -v go >/dev/null ||
@@ -64,7 +72,7 @@ build() {
   key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/*.go <(echo "$go_version $ldflags") |
     sha256sum | cut -c1-12)
   out=$cache/controlplane/$version-$key
-  if [[ -x $out/kube-apiserver && -x $out/etcd ]]; then
+  if [[ -x $out/kube && -L $out/kubelet ]]; then
     echo "$out"
     return
   fi
@@ -72,16 +80,17 @@ build() {
   # Two callers at once (parallel test workers) build once: the second waits for the first.
   exec {lock}>"$cache/controlplane/.build.lock"
   flock "$lock"
-  if [[ ! -x $out/kube-apiserver || ! -x $out/etcd ]]; then
-    echo "kube-up: building kube-apiserver and etcd $version with $go_version" \
-      "(once per machine; several minutes)" >&2
+  if [[ ! -x $out/kube || ! -L $out/kubelet ]]; then
+    echo "kube-up: building Kubernetes $version (kube-apiserver, etcd, kubelet," \
+      "kube-controller-manager, kube-scheduler) with $go_version (once per machine;" \
+      "about 10 minutes the first time, Go's caches empty)" >&2
     local tmp log
     tmp=$(mktemp -d "$cache/controlplane/.build.XXXXXX")
     log=$tmp/build.log
     # One executable, kube, with a link per program (e2e/controlplane/kube/main.go).
     if ! (cd "$sources" && GOFLAGS=-mod=readonly CGO_ENABLED=0 \
       go build -trimpath -ldflags "$ldflags" -o "$tmp/kube" ./kube &&
-      ln -s kube "$tmp/kube-apiserver" && ln -s kube "$tmp/etcd") >"$log" 2>&1; then
+      for program in "${programs[@]}"; do ln -s kube "$tmp/$program"; done) >"$log" 2>&1; then
       local reason
       if grep -qE 'dial tcp|no such host|i/o timeout|connection refused|TLS handshake' "$log"; then
         reason="the Go module proxy ($(go env GOPROXY)) could not be reached"
@@ -144,34 +153,49 @@ running() {
   [[ -n $state && $state != Z ]]
 }
 
-# down DIR: SIGTERM, then SIGKILL after half a second. kube-apiserver's graceful shutdown drains
-# its requests for seconds; nothing in DIR needs it (a start clears the data anyway).
-down() {
-  local dir=$1 name pid i
-  for name in kube-apiserver etcd; do
-    [[ -f $dir/$name.pid ]] || continue
-    pid=$(cat "$dir/$name.pid")
-    if running "$pid"; then
-      kill -TERM "$pid" 2>/dev/null || true
-      for ((i = 0; i < 5; i++)); do
-        running "$pid" || break
-        sleep 0.1
-      done
-      kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        running "$pid" || break
-        sleep 0.05
-      done
-    fi
-    rm -f "$dir/$name.pid"
-  done
+# stop_pidfile FILE: SIGTERM to the process FILE names, then SIGKILL after half a second.
+# kube-apiserver's graceful shutdown drains its requests for seconds; nothing in DIR needs it
+# (a start clears the data anyway).
+stop_pidfile() {
+  local pid i
+  [[ -f $1 ]] || return 0
+  pid=$(cat "$1")
+  if running "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 5; i++)); do
+      running "$pid" || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+      running "$pid" || break
+      sleep 0.05
+    done
+  fi
+  rm -f "$1"
 }
 
-# pki DIR NODE_IP: a cluster CA, the API server's serving certificate, an admin client
-# certificate (group system:masters), the front proxy's CA and client certificate
-# (aggregation) and the service-account signing key. EC P-256: fast to make.
+# down DIR: the node first (its kubelet would call a stopped API server), then the control
+# plane.
+down() {
+  local dir=$1
+  # Another folder's node is left alone; a node of this folder's that died leaves its changes
+  # to undo.
+  if node_owned_by "$dir" ||
+    { ! node_running && [[ -f $dir/node-init.pid || -f $dir/kube-controller-manager.pid ]]; }; then
+    node_stop "$dir"
+  fi
+  stop_pidfile "$dir/kube-apiserver.pid"
+  stop_pidfile "$dir/etcd.pid"
+}
+
+# pki DIR NODE_IP WITH_NODE: a cluster CA, the API server's serving certificate, an admin
+# client certificate (group system:masters), the front proxy's CA and client certificate
+# (aggregation) and the service-account signing key; with a node, also the certificates of
+# the kubelet (client and server), the controllers and the API server's calls to the
+# kubelet. EC P-256: fast to make.
 pki() {
-  local dir=$1 node=$2 pki=$1/pki
+  local dir=$1 node=$2 with_node=$3 pki=$1/pki
   mkdir -p "$pki"
   local ec=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
   ca() { # ca NAME CN
@@ -188,39 +212,47 @@ pki() {
   ca ca kube-up-ca
   ca front-proxy-ca kube-up-front-proxy-ca
   leaf apiserver ca /CN=kube-apiserver serverAuth \
-    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.0.0.1,IP:$node"
+    "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.0.0.1,IP:$node,IP:$node_host_ip"
   leaf admin ca "/O=system:masters/CN=kube-up-admin" clientAuth
   leaf front-proxy-client front-proxy-ca /CN=front-proxy-client clientAuth
+  if $with_node; then
+    leaf kubelet-client ca "/O=system:nodes/CN=system:node:$node_name" clientAuth
+    leaf kubelet ca "/CN=$node_name" serverAuth "DNS:$node_name,IP:$node_ip"
+    leaf kube-controller-manager ca /CN=system:kube-controller-manager clientAuth
+    leaf kube-scheduler ca /CN=system:kube-scheduler clientAuth
+    leaf apiserver-kubelet-client ca "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  fi
   openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$pki/sa.key" 2>/dev/null
   openssl pkey -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   chmod 600 "$pki"/*.key
 }
 
+# kubeconfig DIR FILE SERVER NAME: a kubeconfig for the client certificate DIR/pki/NAME.crt.
 kubeconfig() {
-  local dir=$1 port=$2
+  local dir=$1 file=$2 server=$3 name=$4
   local b64=(base64 -w0)
-  cat >"$dir/kubeconfig" <<EOF
+  cat >"$file" <<EOF
 apiVersion: v1
 kind: Config
 current-context: kube-up
 clusters:
 - name: kube-up
   cluster:
-    server: https://127.0.0.1:$port
+    server: $server
     certificate-authority-data: $("${b64[@]}" "$dir/pki/ca.crt")
 users:
-- name: kube-up-admin
+- name: kube-up-$name
   user:
-    client-certificate-data: $("${b64[@]}" "$dir/pki/admin.crt")
-    client-key-data: $("${b64[@]}" "$dir/pki/admin.key")
+    client-certificate-data: $("${b64[@]}" "$dir/pki/$name.crt")
+    client-key-data: $("${b64[@]}" "$dir/pki/$name.key")
 contexts:
 - name: kube-up
   context:
     cluster: kube-up
-    user: kube-up-admin
+    user: kube-up-$name
     namespace: default
 EOF
-  chmod 600 "$dir/kubeconfig"
+  chmod 600 "$file"
 }
 
 # wait_ready URL PIDFILE LOG WHAT [CURL ARGS...]: until URL answers 200 "ok".
@@ -237,14 +269,19 @@ wait_ready() {
   done
 }
 
+# up DIR WITH_NODE
 up() {
-  local dir=$1
+  local dir=$1 with_node=$2
   command -v openssl >/dev/null || die "openssl is not installed (scripts/setup.sh installs it)"
   command -v curl >/dev/null || die "curl is not installed (scripts/setup.sh installs it)"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   if alive "$dir/kube-apiserver.pid" || alive "$dir/etcd.pid"; then
     die "a control plane already runs in $dir; stop it first: scripts/kube-up.sh --down $dir"
+  fi
+  if $with_node; then
+    node_check_host
+    node_claim "$dir"
   fi
 
   local bin node api_port etcd_port peer_port
@@ -264,8 +301,8 @@ up() {
   peer_port=$(free_port)
 
   # A fresh start: the data of an earlier run in DIR is cleared.
-  rm -rf "$dir/etcd-data" "$dir/pki"
-  pki "$dir" "$node"
+  rm -rf "$dir/etcd-data" "$dir/pki" "$dir/node"
+  pki "$dir" "$node" "$with_node"
   echo "$node" >"$dir/node-ip"
 
   # --unsafe-no-fsync: a test bed's data need not survive a power cut, and fsync on a busy
@@ -300,12 +337,21 @@ rules:
 EOF
 
   local pki=$dir/pki
+  # How the API server calls the kubelet (logs, exec): only a node has one.
+  local kubelet_client=()
+  if $with_node; then
+    kubelet_client=(--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt"
+      --kubelet-client-key "$pki/apiserver-kubelet-client.key"
+      --kubelet-certificate-authority "$pki/ca.crt"
+      --kubelet-preferred-address-types InternalIP)
+  fi
   setsid "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$node" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
-    --authorization-mode RBAC \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    "${kubelet_client[@]}" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" \
     --service-account-signing-key-file "$pki/sa.key" \
@@ -327,20 +373,39 @@ EOF
   wait_ready "https://127.0.0.1:$api_port/readyz" "$dir/kube-apiserver.pid" \
     "$dir/kube-apiserver.log" kube-apiserver \
     --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
-  kubeconfig "$dir" "$api_port"
+  kubeconfig "$dir" "$dir/kubeconfig" "https://127.0.0.1:$api_port" admin
   echo "kube-up: kube-apiserver $(kube_version) at https://127.0.0.1:$api_port (etcd" \
     "127.0.0.1:$etcd_port, webhook endpoints on $node; logs and data in $dir)" >&2
+  if $with_node; then
+    node_network "$api_port"
+    node_start "$dir" "$bin" "$api_port"
+    echo "kube-up: node $node_name Ready (pods on $node_pod_net; the logs of the kubelet," \
+      "containerd, kube-controller-manager and kube-scheduler in $dir and $dir/node)" >&2
+  fi
   echo "export KUBECONFIG=$dir/kubeconfig"
 }
 
 case ${1:-} in
   --down)
     [[ $# -eq 2 ]] || usage
-    if [[ -d $2 ]]; then down "$2"; fi
+    # By its absolute path, which the node's owner file holds; a folder already removed
+    # still has its node stopped.
+    down "$(realpath -m "$2")"
     ;;
   --build)
     [[ $# -eq 1 ]] || usage
     build
+    ;;
+  --node)
+    [[ $# -eq 2 ]] || usage
+    dir=$(mkdir -p "$2" && cd "$2" && pwd)
+    # A start that fails half-way leaves nothing running and undoes what it changed; one
+    # refused because a node runs already leaves that node alone (down only stops the node
+    # of its own folder).
+    started=false
+    trap '$started || down "$dir"' EXIT
+    up "$dir" true
+    started=true
     ;;
   -* | "") usage ;;
   *)
@@ -348,7 +413,7 @@ case ${1:-} in
     # A start that fails half-way leaves nothing running.
     started=false
     trap '$started || down "$1"' EXIT
-    up "$1"
+    up "$1" false
     started=true
     ;;
 esac

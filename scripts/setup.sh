@@ -27,6 +27,7 @@ packages=(
   python3 python3-pytest python3-pytest-xdist python3-kubernetes python3-yaml python3-prometheus-client python3-matplotlib python3-cryptography
   prometheus
   file podman runc skopeo docker-registry python3-license-expression
+  containerd containernetworking-plugins iptables
 )
 if $demo; then
   packages=(
