@@ -19,6 +19,10 @@ of the suite on one worker and left the other idle at the end (a stage half as l
 as the same tests in file order). `LongestFirst` below hands out one test at a time instead,
 to the worker that finishes first, so the two workers end within about one short test of
 each other.
+
+The node tier (tests/node/) shares the one node a machine can have, so its tests go as one
+block to one worker, in their order (`NODE_TIER`): they sort by their sum, and the worker
+that gets the first gets them all.
 """
 
 import atexit
@@ -45,6 +49,11 @@ class TestTimeout(Exception):
 
 
 DURATIONS = os.environ.get("E2E_DURATIONS", "")
+NODE_TIER = "e2e/tests/node/"
+
+
+def in_node_tier(nodeid):
+    return nodeid.startswith(NODE_TIER)
 
 
 def _previous_durations():
@@ -68,8 +77,10 @@ def pytest_collection_modifyitems(session, config, items):
         # Not timed yet: a long scenario (its own limit) before the rest, which keep their order.
         return float(marker.args[0]) / 2 if marker else 0.0
 
-    # sort is stable: equal estimates keep the collection order.
-    items.sort(key=expected, reverse=True)
+    node_tier = sum(expected(item) for item in items if in_node_tier(item.nodeid))
+    # sort is stable: equal estimates keep the collection order, and the node tier together.
+    items.sort(key=lambda item: node_tier if in_node_tier(item.nodeid) else expected(item),
+               reverse=True)
 
 
 PROGRESS = os.environ.get("E2E_PROGRESS", "")
@@ -109,6 +120,19 @@ class LongestFirst(LoadScheduling):
                 self._send_tests(node, missing)
         else:
             node.shutdown()
+
+    def _send_tests(self, node, num):
+        """The next `num` tests, where the node tier counts as one: all of it goes."""
+        chosen = []
+        while self.pending and len(chosen) < num:
+            if in_node_tier(self.collection[self.pending[0]]):
+                chosen += [i for i in self.pending if in_node_tier(self.collection[i])]
+            else:
+                chosen.append(self.pending[0])
+            self.pending[:] = [i for i in self.pending if i not in chosen]
+        if chosen:
+            self.node2pending[node].extend(chosen)
+            node.send_runtest_some(chosen)
 
 
 @pytest.hookimpl(optionalhook=True)
