@@ -1,5 +1,7 @@
 #include "cli/rotate.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -136,6 +138,36 @@ bool Done(const Snapshot& before, const Snapshot& now, bool ca) {
           before.rotation.phase == controller::RotationPhase::kTrusting);
 }
 
+// The holder of the controllers' Lease (leader election), when one is named in it.
+struct LeaseHolder {
+  std::string identity;
+  std::chrono::seconds duration{0};  // how long a silent holder keeps it
+};
+
+// A Lease that cannot be read (absent, or not this user's to read) names no holder: rotate then
+// waits no longer than --controller-timeout, as without leader election.
+std::optional<LeaseHolder> ReadLeaseHolder(kube::Client& client, const std::string& ns,
+                                           const std::string& name) {
+  auto lease = client.Get(kube::kLeases, ns, name);
+  if (!lease || !lease->has_value()) {
+    return std::nullopt;
+  }
+  const Json& object = **lease;
+  const auto spec = object.find("spec");
+  if (spec == object.end() || !spec->is_object()) {
+    return std::nullopt;
+  }
+  const auto identity = spec->find("holderIdentity");
+  const auto duration = spec->find("leaseDurationSeconds");
+  if (identity == spec->end() || !identity->is_string() || identity->get<std::string>().empty() ||
+      duration == spec->end() || !duration->is_number_integer()) {
+    return std::nullopt;
+  }
+  // A duration no client-go or certctl writes is capped: rotate's own --timeout still bounds it.
+  const auto seconds = std::clamp<std::int64_t>(duration->get<std::int64_t>(), 1, 3600);
+  return LeaseHolder{identity->get<std::string>(), std::chrono::seconds(seconds)};
+}
+
 }  // namespace
 
 CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options) {
@@ -155,6 +187,13 @@ CLI::App* AddRotateCommand(CLI::App& app, RotateOptions& options) {
                   /*allow_zero=*/true);
   AddDurationFlag(*command, "--timeout", options.timeout,
                   "How long the whole rotation may take, waiting for targets included");
+  command
+      ->add_option("--lease-name", options.lease_name,
+                   "The Lease of the controllers' leader election (run's --lease-name; default: "
+                   "<secret>-certctl): while it names a leader that has not taken the request "
+                   "(one that stopped without giving it up), wait for the next leader up to the "
+                   "Lease's duration more")
+      ->check(ObjectNameCheck("Lease"));
   AddSecretFlags(*command, options.secret);
   AddConnectionFlags(*command, options.connection);
   AddTargetFlags(*command, options.targets, TargetRole::kInject);
@@ -204,8 +243,14 @@ int RunRotate(const RotateOptions& options, const std::string& command, const En
                  " in " + object);
   }
 
-  // A running controller watches the Secret and takes the request at once.
-  const TimePoint taken_by = SaturatingAdd(clock.Now(), options.controller_timeout);
+  // A running controller watches the Secret and takes the request at once. Controllers with
+  // leader election whose leader died without giving the Lease up take it once the Lease runs
+  // out: while it names a holder, the wait is that much longer, once.
+  const std::string lease_name =
+      options.lease_name.empty() ? spec.name + "-certctl" : options.lease_name;
+  const TimePoint asked_at = clock.Now();
+  TimePoint taken_by = SaturatingAdd(asked_at, options.controller_timeout);
+  bool waited_for_leader = false;
   std::optional<Snapshot> now;
   Progress progress(reporter);
   for (;;) {
@@ -217,24 +262,42 @@ int RunRotate(const RotateOptions& options, const std::string& command, const En
     if (options.ca) {
       progress.Show(*now);
     }
-    if (now->rotation.requested == controller::RotationRequest::kNone || clock.Now() >= taken_by) {
+    if (now->rotation.requested == controller::RotationRequest::kNone) {
       break;
+    }
+    if (clock.Now() >= taken_by) {
+      if (waited_for_leader) {
+        break;
+      }
+      waited_for_leader = true;
+      const auto holder = ReadLeaseHolder(client, spec.ns, lease_name);
+      if (!holder) {
+        break;
+      }
+      const std::chrono::seconds more = holder->duration + options.controller_timeout;
+      reporter.Say("lease/" + spec.ns + "/" + lease_name + " names the leader " + holder->identity +
+                   ", which has not taken the request (it may have stopped without giving the "
+                   "Lease up); waiting up to " +
+                   FormatDuration(more) + " more for the next leader");
+      taken_by = std::min(SaturatingAdd(clock.Now(), more), deadline);
     }
     clock.Sleep(kPollInterval);
   }
+  const std::string waited =
+      FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(clock.Now() - asked_at));
 
   if (now->rotation.requested != controller::RotationRequest::kNone) {
     // Nobody took it: carry it out here, with the same steps and checks.
     if (options.ca && options.targets.empty()) {
       return reporter.Failed(
-          "no controller took the request within " + FormatDuration(options.controller_timeout) +
+          "no controller took the request within " + waited +
           ", and without targets (--validating-webhook, --mutating-webhook, --crd, --apiservice "
           "or --webhook-selector) the new CA cannot be injected from here; the request stays on " +
           object + " for the next certctl job or run");
     }
     if (options.secret.identity.service.empty()) {
       return reporter.Failed(
-          "no controller took the request within " + FormatDuration(options.controller_timeout) +
+          "no controller took the request within " + waited +
           "; to rotate here, give --service and the other flags certctl job or run use "
           "for " +
           object + "; the request stays on it for the next certctl job or run");
@@ -245,8 +308,7 @@ int RunRotate(const RotateOptions& options, const std::string& command, const En
       return kExitUsage;
     }
     spec = std::move(*made);
-    reporter.Say("no controller took the request within " +
-                 FormatDuration(options.controller_timeout) + "; rotating here");
+    reporter.Say("no controller took the request within " + waited + "; rotating here");
     controller::ConvergeOptions converge;
     converge.inject = !options.targets.empty();
     converge.inject_options.deadline = deadline;

@@ -388,6 +388,32 @@ def test_the_naive_rotation_fails_calls_so_the_probe_can_see_it(cluster, certctl
 
 @pytest.mark.backends("real")
 @pytest.mark.time_limit(90)
+def test_rotate_waits_for_the_next_leader_when_the_leader_died(cluster, certctl_binary, pods):
+    """`rotate` right after the leader died without giving up its Lease: the follower takes
+    the request once the Lease runs out, and rotate waits for it instead of failing."""
+    lease = ("--lease-duration", "6s", "--lease-renew-deadline", "4s",
+             "--lease-retry-period", "1s")
+    replicas = {name: pods(name, "--leader-elect", "--identity", name, *lease,
+                           leader_election=True)
+                for name in ("a", "b")}
+    for replica in replicas.values():
+        replica.wait_ready()
+    leader = cluster.api("GET", LEASE_PATH).json()["spec"]["holderIdentity"]
+    follower = "b" if leader == "a" else "a"
+    old, = secret_cas(cluster)
+    replicas[leader].kill_sidecar()
+    # Asked within a second of the death, the Lease still names the dead leader.
+    asked = rotate(cluster, certctl_binary, "--ca", "--wait", "--controller-timeout", "1s")
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert (f"certctl rotate: lease/{NS}/{SECRET}-certctl names the leader {leader}, which "
+            "has not taken the request") in asked.stdout, asked.stdout
+    assert "rotating here" not in asked.stdout, asked.stdout
+    assert f"became the leader ({follower})" in replicas[follower].log()
+    assert secret_cas(cluster)[1:] == [old] and phase(cluster) == "overlapping"
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(90)
 def test_tampered_rotation_state_is_repaired_without_a_failed_call(cluster, certctl_binary,
                                                                    pods):
     pod = pods("a", "--ca-overlap", "1h").wait_ready()
