@@ -6,6 +6,8 @@
 # Env:   E2E_WORKERS       parallel workers (default 2; 0 runs serially, in this process)
 #        E2E_TEST_TIMEOUT  seconds per test (default 60, see e2e/conftest.py)
 #        E2E_PROGRESS      a file that gets a line "N of M tests run, F failed" after each test
+#        E2E_NODE=0        leaves out the node tier (e2e/tests/node), which needs root and
+#                          builds certctl's image
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

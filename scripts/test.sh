@@ -7,7 +7,7 @@
 # gofmt, go vet) beside them. Installs what is missing first. Says what to expect at its
 # start and ends with the wall time of each stage (docs/ci.md).
 # Usage: scripts/test.sh [--quick]   (--quick: optimised build only, no sanitizers, no fuzzing,
-#                                     no peers benchmark, no release)
+#                                     no peers benchmark, no release, no node tier)
 # Env:   CERTCTL_FUZZ_SECONDS  seconds each fuzz target runs (default 15; 0 skips fuzzing,
 #                              not the peers benchmark).
 #                              Short, because each run starts from the corpus the previous
@@ -83,7 +83,10 @@ else
     "on a new machine (docs/ci.md)"
 fi
 $quick && echo "test: --quick leaves out the unit tests under sanitizers, fuzzing, the peers" \
-  "benchmark and the release (and so the end-to-end tests of the image and the release)"
+  "benchmark and the release (and so the end-to-end tests of the image and the release)," \
+  "and the node tier (e2e/tests/node: it builds certctl's image)"
+# The node tier skips, saying why, when told to (E2E_NODE=0, e2e/harness/node.py).
+$quick && export E2E_NODE=0
 
 # Stages that wait for nothing of each other run at once, one in front, the others beside it.
 beside_pids=() beside_names=() beside_logs=()
@@ -119,10 +122,10 @@ stage "unit tests (ci)" ctest --preset ci
 $quick || stage "build (asan)" scripts/build.sh asan
 
 if [[ -x e2e/run.sh ]]; then
-  # The real API server of the end-to-end tests and the peers benchmark: built once per
-  # machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few
+  # The real API server of the end-to-end tests and the peers benchmark, and the node's
+  # programs: built once per machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few
   # seconds after that.
-  stage "control plane (kube-apiserver, etcd)" scripts/kube-up.sh --build
+  stage "Kubernetes (kube-apiserver, etcd, kubelet, controllers)" scripts/kube-up.sh --build
 fi
 
 # One stage of three that do not wait for each other: the unit tests under ASan+UBSan, the

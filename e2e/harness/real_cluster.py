@@ -84,6 +84,10 @@ class RealCluster(ClusterClient):
             output = proc.stdout + proc.stderr
             self.stop()
             raise ClusterError(f"scripts/kube-up.sh failed ({proc.returncode}): {output}")
+        self._connect()
+
+    def _connect(self):
+        """The client side of a control plane kube-up.sh started in state_dir."""
         with open(os.path.join(self.state_dir, "port"), encoding="ascii") as f:
             self.port = int(f.read())
         with open(os.path.join(self.state_dir, "node-ip"), encoding="ascii") as f:

@@ -137,7 +137,12 @@ func validate(w http.ResponseWriter, r *http.Request) {
 	if !response.Allowed {
 		verdict = "denied"
 	}
-	log.Printf("webhook: %s %s %s/%s: %s", request.Operation, request.Kind.Kind, request.Namespace, name, verdict)
+	// The name the caller dialled: the one the certificate must hold.
+	calledAs := ""
+	if r.TLS != nil {
+		calledAs = r.TLS.ServerName
+	}
+	log.Printf("webhook: %s %s %s/%s: %s (called as %s)", request.Operation, request.Kind.Kind, request.Namespace, name, verdict, calledAs)
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(admissionReview{APIVersion: review.APIVersion, Kind: review.Kind, Response: response})
 }

@@ -84,7 +84,7 @@ def test_a_node_runs_pods_and_leaves_nothing_behind(tmp_path, certctl_binary):
         secret = subprocess.run([certctl_binary, "generate", "--service", "example-webhook",
                                  "-n", NS, "--secret", "serving", "-o", "secret-json"],
                                 capture_output=True, text=True, check=True).stdout
-        node.kubectl("apply", "-n", NS, "-f", "-", stdin=secret)
+        node.kubectl("apply", "-n", NS, "-f", "-", input=secret)
         node.apply([example_webhook("serving"), certctl_version_job()])
         node.wait("-n", NS, "deployment/example-webhook", "--for=condition=Available")
         node.wait("-n", NS, "job/version", "--for=condition=Complete")
