@@ -50,8 +50,11 @@ stage() {
 current_stage=
 finished=false # set by the last line: a run stopped half-way records no times
 test_start=$SECONDS
+lint_pid=
 summary() {
   local rc=$? i name
+  # The linters, when the run stopped before it awaited them.
+  [[ -n $lint_pid ]] && kill -- "-$lint_pid" 2>/dev/null
   progress_stop
   echo "== stage times (seconds; the last passing run on this machine beside them)"
   for i in "${!times[@]}"; do
@@ -118,6 +121,13 @@ export PATH="$PWD/.tools/bin:$PATH"
 source scripts/lib/ccache.sh
 
 stage "build (ci)" scripts/build.sh ci
+# The linters need nothing but the ci build's compile commands: started now at the lowest
+# priority, they take what every later stage leaves idle (cold, clang-tidy's quarter of an
+# hour, most of it in the waits of the peers benchmark and the end-to-end tests; warm, a few
+# seconds of cached results), and the end-to-end stage awaits them. In a session of their
+# own, so that a run stopped half-way stops them too.
+setsid nice -n 19 scripts/lint.sh >build/lint.log 2>&1 &
+lint_pid=$!
 stage "unit tests (ci)" ctest --preset ci
 $quick || stage "build (asan)" scripts/build.sh asan
 
@@ -163,15 +173,21 @@ if ! $quick; then
 fi
 
 # The end-to-end tests leave most of the machine idle (their scenarios wait for events,
-# outages and lifetimes), so the linters run beside them at the lowest priority: warm, a few
-# seconds of cached results; cold, clang-tidy's quarter of an hour hidden in the tests' wait.
+# outages and lifetimes): the linters, started after the ci build, finish beside them.
 end_to_end_and_lint() {
-  beside "lint (clang-format, clang-tidy, gofmt, go vet)" build/lint.log nice -n 19 scripts/lint.sh
-  local tested=0
+  local tested=0 linted=0
   if [[ -x e2e/run.sh ]]; then
     e2e/run.sh build/ci/certctl || tested=$?
   fi
-  await_beside || return 1
+  wait "$lint_pid" || linted=$?
+  lint_pid=
+  if ((linted != 0)); then
+    tail -n 60 build/lint.log
+    echo "test: lint (clang-format, clang-tidy, gofmt, go vet) failed (the whole log:" \
+      "build/lint.log)" >&2
+    return 1
+  fi
+  echo "test: lint (clang-format, clang-tidy, gofmt, go vet) passed (log: build/lint.log)"
   tail -n 1 build/lint.log
   return "$tested"
 }
