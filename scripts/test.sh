@@ -51,10 +51,16 @@ current_stage=
 finished=false # set by the last line: a run stopped half-way records no times
 test_start=$SECONDS
 lint_pid=
+# kill_tree PID: PID and every process it started, children first.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
 summary() {
   local rc=$? i name
   # The linters, when the run stopped before it awaited them.
-  [[ -n $lint_pid ]] && kill -- "-$lint_pid" 2>/dev/null
+  [[ -n $lint_pid ]] && kill_tree "$lint_pid"
   progress_stop
   echo "== stage times (seconds; the last passing run on this machine beside them)"
   for i in "${!times[@]}"; do
@@ -124,9 +130,10 @@ stage "build (ci)" scripts/build.sh ci
 # The linters need nothing but the ci build's compile commands: started now at the lowest
 # priority, they take what every later stage leaves idle (cold, clang-tidy's quarter of an
 # hour, most of it in the waits of the peers benchmark and the end-to-end tests; warm, a few
-# seconds of cached results), and the end-to-end stage awaits them. In a session of their
-# own, so that a run stopped half-way stops them too.
-setsid nice -n 19 scripts/lint.sh >build/lint.log 2>&1 &
+# seconds of cached results), and the end-to-end stage awaits them. Not in a session of
+# their own: with the kernel's autogroups a new session gets an equal share of the cores
+# whatever its nice value (measured: the asan build took twice as long beside it).
+nice -n 19 scripts/lint.sh >build/lint.log 2>&1 &
 lint_pid=$!
 stage "unit tests (ci)" ctest --preset ci
 $quick || stage "build (asan)" scripts/build.sh asan
