@@ -72,6 +72,8 @@ def test_a_node_runs_pods_and_leaves_nothing_behind(tmp_path, certctl_binary):
         running = host_state(folder)
         assert "certctl-node" in running["netns"] and running["cgroups"], running
         assert any(p.startswith("containerd:") for p in running["processes"]), running
+        assert any(p.startswith("kube:") and "/kubelet " in p for p in running["processes"]), \
+            running
 
         other = subprocess.run([KUBE_UP, "--node", str(tmp_path / "other")],
                                capture_output=True, text=True, timeout=120)
