@@ -2,7 +2,8 @@
 """What each end-to-end test file costs: the durations e2e/run.sh recorded in its last run
 (setup, call and teardown of every test), summed per file and backend, longest first, as a
 Markdown table for docs/ci.md. A backend is the test's `[emulator]`/`[real]` parameter (the
-backends marker always adds one; a test with neither uses the emulator); the worker time is what the suite costs the 2 workers
+backends marker always adds one; a test with neither uses the emulator; the node tier,
+e2e/tests/node, its node); the worker time is what the suite costs the 2 workers
 together, so the stage's wall time is about half of it. Only the tests the suite has now
 count (pytest collects them first): the file keeps the durations of tests since removed.
 
@@ -23,6 +24,8 @@ BACKEND = re.compile(r"\[(?:[^\]]*-)?(emulator|real|node)(?:-[^\]]*)?\]$")
 
 
 def backend_of(nodeid):
+    if nodeid.startswith("e2e/tests/node/"):
+        return "node"  # the node tier runs on its node alone, unparameterised
     match = BACKEND.search(nodeid)
     return match.group(1) if match else "emulator"
 
