@@ -255,18 +255,29 @@ EOF
   chmod 600 "$file"
 }
 
-# wait_ready URL PIDFILE LOG WHAT [CURL ARGS...]: until URL answers 200 "ok".
+# wait_ready URL PIDFILE LOG WHAT [CURL ARGS...]: until URL answers 200 "ok". Returns 3
+# when the program exited because its port was taken (see start_attempts), dies otherwise.
 wait_ready() {
   local url=$1 pidfile=$2 log=$3 what=$4 deadline=$((SECONDS + start_timeout))
   shift 4
   until [[ $(curl -s --max-time 2 "$@" "$url" 2>/dev/null) == ok ]]; do
     if ! alive "$pidfile"; then
+      port_taken "$log" && return 3
       tail -n 5 "$log" >&2
       die "$what exited during start-up (log: $log)"
     fi
     ((SECONDS < deadline)) || die "$what not ready after ${start_timeout}s (log: $log)"
     sleep 0.2
   done
+}
+
+# A port free_port found free can still be bound by another program before ours binds it:
+# parallel tests choose theirs from the same range. A program that lost that race is
+# started again on other ports, this many times in all.
+start_attempts=3
+
+port_taken() {
+  grep -q "address already in use" "$1"
 }
 
 # up DIR WITH_NODE
@@ -297,8 +308,6 @@ up() {
   [[ -n $node ]] ||
     die "this machine has no non-loopback IPv4 address for webhook endpoints (see ip addr)"
   bin=$(build)
-  etcd_port=$(free_port)
-  peer_port=$(free_port)
 
   # A fresh start: the data of an earlier run in DIR is cleared.
   rm -rf "$dir/etcd-data" "$dir/pki" "$dir/node"
@@ -306,22 +315,34 @@ up() {
   echo "$node" >"$dir/node-ip"
 
   # --unsafe-no-fsync: a test bed's data need not survive a power cut, and fsync on a busy
-  # disk makes every write slow.
-  setsid "$bin/etcd" --name kube-up --data-dir "$dir/etcd-data" \
-    --listen-client-urls "http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "kube-up=http://127.0.0.1:$peer_port" \
-    --unsafe-no-fsync --log-level warn \
-    </dev/null >"$dir/etcd.log" 2>&1 &
-  echo $! >"$dir/etcd.pid"
-  # etcd's /health answers JSON: wait for it to say true.
-  local deadline=$((SECONDS + start_timeout))
-  until curl -s --max-time 2 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; do
-    alive "$dir/etcd.pid" || die "etcd exited during start-up (log: $dir/etcd.log)"
-    ((SECONDS < deadline)) || die "etcd not ready after ${start_timeout}s (log: $dir/etcd.log)"
-    sleep 0.1
+  # disk makes every write slow. etcd's /health answers JSON: wait for it to say true.
+  local attempt deadline
+  for ((attempt = 1; ; attempt++)); do
+    etcd_port=$(free_port)
+    peer_port=$(free_port)
+    rm -rf "$dir/etcd-data"
+    setsid "$bin/etcd" --name kube-up --data-dir "$dir/etcd-data" \
+      --listen-client-urls "http://127.0.0.1:$etcd_port" \
+      --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+      --listen-peer-urls "http://127.0.0.1:$peer_port" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+      --initial-cluster "kube-up=http://127.0.0.1:$peer_port" \
+      --unsafe-no-fsync --log-level warn \
+      </dev/null >"$dir/etcd.log" 2>&1 &
+    echo $! >"$dir/etcd.pid"
+    deadline=$((SECONDS + start_timeout))
+    until curl -s --max-time 2 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; do
+      if ! alive "$dir/etcd.pid"; then
+        if port_taken "$dir/etcd.log" && ((attempt < start_attempts)); then
+          echo "kube-up: etcd's port $etcd_port or $peer_port was taken; again on others" >&2
+          continue 2
+        fi
+        die "etcd exited during start-up (log: $dir/etcd.log)"
+      fi
+      ((SECONDS < deadline)) || die "etcd not ready after ${start_timeout}s (log: $dir/etcd.log)"
+      sleep 0.1
+    done
+    break
   done
 
   # The audit log is the API server's own request log: every request with its user, verb,
@@ -345,34 +366,46 @@ EOF
       --kubelet-certificate-authority "$pki/ca.crt"
       --kubelet-preferred-address-types InternalIP)
   fi
-  setsid "$bin/kube-apiserver" \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$node" \
-    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
-    --client-ca-file "$pki/ca.crt" \
-    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
-    "${kubelet_client[@]}" \
-    --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file "$pki/sa.pub" \
-    --service-account-signing-key-file "$pki/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 \
-    --enable-aggregator-routing=true \
-    --requestheader-client-ca-file "$pki/front-proxy-ca.crt" \
-    --requestheader-allowed-names front-proxy-client \
-    --requestheader-username-headers X-Remote-User \
-    --requestheader-group-headers X-Remote-Group \
-    --requestheader-extra-headers-prefix X-Remote-Extra- \
-    --proxy-client-cert-file "$pki/front-proxy-client.crt" \
-    --proxy-client-key-file "$pki/front-proxy-client.key" \
-    --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
-    --audit-log-format json --audit-log-mode blocking \
-    --profiling=false \
-    </dev/null >"$dir/kube-apiserver.log" 2>&1 &
-  echo $! >"$dir/kube-apiserver.pid"
-  echo "$api_port" >"$dir/port"
-  wait_ready "https://127.0.0.1:$api_port/readyz" "$dir/kube-apiserver.pid" \
-    "$dir/kube-apiserver.log" kube-apiserver \
-    --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
+  local status
+  for ((attempt = 1; ; attempt++)); do
+    setsid "$bin/kube-apiserver" \
+      --etcd-servers "http://127.0.0.1:$etcd_port" \
+      --bind-address 127.0.0.1 --secure-port "$api_port" --advertise-address "$node" \
+      --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+      --client-ca-file "$pki/ca.crt" \
+      --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+      "${kubelet_client[@]}" \
+      --service-account-issuer https://kubernetes.default.svc.cluster.local \
+      --service-account-key-file "$pki/sa.pub" \
+      --service-account-signing-key-file "$pki/sa.key" \
+      --service-cluster-ip-range 10.0.0.0/24 \
+      --enable-aggregator-routing=true \
+      --requestheader-client-ca-file "$pki/front-proxy-ca.crt" \
+      --requestheader-allowed-names front-proxy-client \
+      --requestheader-username-headers X-Remote-User \
+      --requestheader-group-headers X-Remote-Group \
+      --requestheader-extra-headers-prefix X-Remote-Extra- \
+      --proxy-client-cert-file "$pki/front-proxy-client.crt" \
+      --proxy-client-key-file "$pki/front-proxy-client.key" \
+      --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
+      --audit-log-format json --audit-log-mode blocking \
+      --profiling=false \
+      </dev/null >"$dir/kube-apiserver.log" 2>&1 &
+    echo $! >"$dir/kube-apiserver.pid"
+    echo "$api_port" >"$dir/port"
+    status=0
+    wait_ready "https://127.0.0.1:$api_port/readyz" "$dir/kube-apiserver.pid" \
+      "$dir/kube-apiserver.log" kube-apiserver \
+      --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" || status=$?
+    ((status == 0)) && break
+    if [[ -n ${KUBE_UP_PORT:-} ]] || ((attempt >= start_attempts)); then
+      tail -n 5 "$dir/kube-apiserver.log" >&2
+      die "kube-apiserver exited during start-up: port $api_port was taken" \
+        "(log: $dir/kube-apiserver.log)"
+    fi
+    echo "kube-up: kube-apiserver's port $api_port was taken; again on another" >&2
+    api_port=$(free_port)
+  done
   kubeconfig "$dir" "$dir/kubeconfig" "https://127.0.0.1:$api_port" admin
   echo "kube-up: kube-apiserver $(kube_version) at https://127.0.0.1:$api_port (etcd" \
     "127.0.0.1:$etcd_port, webhook endpoints on $node; logs and data in $dir)" >&2
