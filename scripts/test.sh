@@ -140,8 +140,8 @@ $quick || stage "build (asan)" scripts/build.sh asan
 
 if [[ -x e2e/run.sh ]]; then
   # The real API server of the end-to-end tests and the peers benchmark, and the node's
-  # programs: built once per machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own caches), a link of a few
-  # seconds after that.
+  # programs: built once per machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own
+  # caches), a link of a few seconds after that.
   stage "Kubernetes (kube-apiserver, etcd, kubelet, controllers)" scripts/kube-up.sh --build
 fi
 
