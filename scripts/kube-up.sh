@@ -14,6 +14,9 @@
 # Env:   CERTCTL_CACHE_DIR  where the programs are kept (default ~/.cache/certctl), under
 #                           controlplane/<kubernetes version>-<hash of the Go sources>
 #        KUBE_UP_PORT       the API server's port on 127.0.0.1 (default: a free one)
+#        KUBE_UP_KUBELET_SYNC  with --node: how often the kubelet syncs each pod (default
+#                           1m, the kubelet's own), which bounds how late a changed Secret
+#                           reaches the pods' volumes
 #
 # What the API server is set up with, as in a cluster: RBAC, service-account tokens (keys in
 # DIR, so `kubectl create token` works), the default admission plugins (the webhook ones

@@ -55,10 +55,14 @@ class NodeCluster(RealCluster):
     (kubectl, api, users); a context manager that always takes it down. The folder stays
     (its logs) for the test's tmp_path to remove."""
 
-    def __init__(self, folder):
+    def __init__(self, folder, kubelet_sync=None):
         super().__init__()
         self.tmp = str(folder)
         self.start_seconds = None
+        self.up = False
+        # The kubelet's pod sync period (a Go duration), which bounds how late a changed
+        # Secret reaches the pods' volumes; None: the kubelet's default, a minute.
+        self.kubelet_sync = kubelet_sync
 
     @property
     def state_dir(self):
@@ -66,12 +70,16 @@ class NodeCluster(RealCluster):
 
     def start(self):
         began = time.monotonic()
+        env = dict(os.environ)
+        if self.kubelet_sync:
+            env["KUBE_UP_KUBELET_SYNC"] = self.kubelet_sync
         proc = subprocess.run([KUBE_UP, "--node", self.tmp], capture_output=True, text=True,
-                              timeout=START_TIMEOUT)
+                              timeout=START_TIMEOUT, env=env)
         if proc.returncode != 0:
             raise NodeError(f"scripts/kube-up.sh --node failed ({proc.returncode}):\n"
                             f"{proc.stderr[-4000:]}")
         self.start_seconds = time.monotonic() - began
+        self.up = True
         self._connect()
 
     def stop(self):
@@ -82,6 +90,7 @@ class NodeCluster(RealCluster):
                               timeout=120)
         if proc.returncode != 0:
             raise NodeError(f"scripts/kube-up.sh --down failed: {proc.stderr}")
+        self.up = False
         return proc
 
     def get(self, *args):
@@ -108,32 +117,45 @@ class NodeCluster(RealCluster):
 
     def container_init_pid(self, namespace, pod, container):
         """The host's process id of a running container's first process (its pid 1)."""
-        for pid in self.container_pids(namespace, pod, container):
-            try:
-                with open(f"/proc/{pid}/status", encoding="utf-8") as f:
-                    ns_pids = next(line for line in f if line.startswith("NSpid:")).split()
-            except (OSError, StopIteration):
-                continue
-            if ns_pids[-1] == "1":
-                return pid
-        raise AssertionError(f"no running process of {namespace}/{pod}'s {container}")
-
-    def container_pids(self, namespace, pod, container):
-        """The host's process ids of a running container of a pod (its cgroup is named by the
-        container's id)."""
         status = self.get("pod", "-n", namespace, pod)["status"]
         statuses = status.get("containerStatuses", []) + status.get("initContainerStatuses", [])
         (found,) = [s for s in statuses if s["name"] == container]
-        container_id = found["containerID"].split("://", 1)[1]
-        pids = []
-        for pid in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
-                    if container_id in f.read():
-                        pids.append(int(pid))
-            except (OSError, ValueError):
-                continue
-        return sorted(pids)
+        pid = container_pid(found["containerID"].split("://", 1)[1])
+        if pid is None:
+            raise AssertionError(f"no running process of {namespace}/{pod}'s {container}")
+        return pid
+
+
+def container_pid(container_id, cache=None):
+    """The host's process id of a container's first process (its pid 1), found by the
+    container's id in the cgroup paths of /proc (cgroupfs names each container's cgroup by
+    it); None when it does not run. `cache` (a dict) keeps what was found, checked on every
+    use."""
+    cache = {} if cache is None else cache
+    pid = cache.get(container_id)
+    if pid is not None and _cgroup_holds(pid, container_id):
+        return pid
+    cache.pop(container_id, None)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or not _cgroup_holds(entry, container_id):
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="utf-8") as f:
+                ns_pids = next(line for line in f if line.startswith("NSpid:")).split()
+        except (OSError, StopIteration):
+            continue
+        if ns_pids[-1] == "1":
+            cache[container_id] = int(entry)
+            return int(entry)
+    return None
+
+
+def _cgroup_holds(pid, container_id):
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            return container_id in f.read()
+    except OSError:
+        return False
 
 
 def _run(*argv):

@@ -7,6 +7,9 @@ ledger when the cluster is steady; and how the soak acts on it (Helm, kubectl).
 On the real backend the cluster is a real kube-apiserver and etcd (`scripts/kube-up.sh`): the
 pods listen on the node's address, `workloads.EndpointSliceWriter` writes their
 EndpointSlices, and kube-apiserver makes the admission calls (`apiserver.KubeApiServerCaller`).
+On the node backend (`scripts/kube-up.sh --node`) nothing is played: the kubelet runs the
+pods, kube-controller-manager the Jobs, Deployments and EndpointSlices, and `soak.node`
+only reads them.
 """
 
 import base64
@@ -28,6 +31,7 @@ from harness.cluster import Cluster  # noqa: E402
 from harness.faults import user_fault  # noqa: E402
 from harness.helm import REPO, find_helm, helm_env  # noqa: E402
 from harness.kubelet import JobRunner  # noqa: E402
+from harness.node import NodeCluster  # noqa: E402
 from harness.real_cluster import RealCluster  # noqa: E402
 
 from cryptography import x509  # noqa: E402  (Debian's python3-cryptography)
@@ -36,8 +40,9 @@ from soak.apiserver import (AdmissionCaller, CachedView, KubeApiServerCaller,  #
                             entries)
 from soak.informer import Informer  # noqa: E402
 from soak.ledger import Ledger  # noqa: E402
+from soak.node import NodePods, NodeSlices, SecretVolumePods  # noqa: E402
 from soak.workloads import (WEBHOOK_SERVER, Deployments, EndpointSliceWriter,  # noqa: E402
-                            peak_rss_kib)
+                            VolumePod, peak_rss_kib)
 
 NS = "infra"
 RELEASE = "hook"
@@ -56,6 +61,15 @@ API_SERVER_CACHE_DELAY = 1.0  # a webhook configuration's change reaches the cal
 # On a real API server: how long the EndpointSlices must have held the ready pods before the
 # cluster counts as steady (the write, and kube-apiserver's cache of it, take milliseconds).
 SLICES_SETTLED = 0.5
+# The labels the chart's Service selects (certctl.webhookSelectorLabels). On the node the
+# webhook's own pods of the mode-job days carry them too, so that the chart's Service, which
+# takes over the webhook's, selects both until the old Deployment is deleted.
+WEBHOOK_SELECTOR = {"app.kubernetes.io/name": SERVICE, "app.kubernetes.io/instance": RELEASE,
+                    "app.kubernetes.io/component": "webhook"}
+VOLUME_DEPLOYMENT = "hook-server"
+# On the node: the kubelet syncs each pod this often, compressed like the lifetimes, so that
+# a renewed Secret reaches the volume of the mode-job days within seconds, not a minute.
+KUBELET_SYNC = "2s"
 # The preStop pause of the webhook's own pod, before the chart runs it (the chart's pods have
 # the chart's default): longer than the calls still on their way to a removed pod.
 WEBHOOK_PRE_STOP = 2
@@ -78,6 +92,7 @@ class SoakCluster:
                  backend="emulator"):
         self.binary, self.workdir = os.path.abspath(binary), workdir
         self.backend = backend
+        self.real_api = backend in ("real", "node")  # a kube-apiserver makes the calls
         self.host = "127.0.0.1"  # where the pods listen: the node's address on a real server
         self.seed, self.minutes, self.control = seed, minutes, control
         self.random = random.Random(seed)
@@ -121,12 +136,16 @@ class SoakCluster:
 
     def _open(self):
         os.makedirs(self.helm_home, exist_ok=True)
-        self.cluster = RealCluster() if self.backend == "real" else Cluster()
+        if self.backend == "node":
+            self.cluster = NodeCluster(os.path.join(self.workdir, "node"), KUBELET_SYNC)
+        else:
+            self.cluster = RealCluster() if self.backend == "real" else Cluster()
         self.cluster.start()
         if self.backend == "real":
             self.host = self.cluster.node_ip
-        self.kubelet_jobs = JobRunner(self.cluster, {"certctl": self.binary})
-        self.kubelet_jobs.start()
+        if self.backend != "node":
+            self.kubelet_jobs = JobRunner(self.cluster, {"certctl": self.binary})
+            self.kubelet_jobs.start()
         self.cluster.kubectl("create", "namespace", NS)
         paths = {"vwc": f"{ADMISSION}/validatingwebhookconfigurations",
                  "mwc": f"{ADMISSION}/mutatingwebhookconfigurations",
@@ -134,15 +153,28 @@ class SoakCluster:
                  "deployments": f"/apis/apps/v1/namespaces/{NS}/deployments",
                  "services": f"/api/v1/namespaces/{NS}/services",
                  "leases": f"/apis/coordination.k8s.io/v1/namespaces/{NS}/leases"}
+        if self.backend == "node":
+            paths.update(pods=f"/api/v1/namespaces/{NS}/pods",
+                         slices=f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices")
         self.informers = {key: Informer(self.cluster, path).start() for key, path in paths.items()}
+        self.views = [CachedView(self.informers[key], API_SERVER_CACHE_DELAY).start()
+                      for key in ("vwc", "mwc")]
+        if self.backend == "node":
+            self.pods = NodePods(self.informers["pods"], DEPLOYMENT)
+            self.slices = NodeSlices(self.informers["slices"], self.informers["services"],
+                                     self.informers["pods"])
+            self.caller = KubeApiServerCaller(self.cluster,
+                                              [self.informers["vwc"], self.informers["mwc"]],
+                                              NS, self.ledger.failure, self.ledger.success)
+            self._monitor.start()
+            self.caller.start()
+            return
         self.pods = Deployments(self.cluster, NS, self.informers["deployments"],
                                 self.informers["services"],
                                 {"certctl": self.binary, "webhook-server": WEBHOOK_SERVER},
                                 self.workdir, self.say, seed=self.seed,
                                 extra_env=self.certctl_env, host=self.host)
         self.pods.start()
-        self.views = [CachedView(self.informers[key], API_SERVER_CACHE_DELAY).start()
-                      for key in ("vwc", "mwc")]
         if self.backend == "real":
             self.slices = EndpointSliceWriter(self.cluster, NS, self.informers["services"],
                                               self._route, self.host, self.pods.errors).start()
@@ -158,10 +190,20 @@ class SoakCluster:
     def cluster_up(self):
         if self.cluster is None:
             return False
+        if self.backend == "node":
+            return self.cluster.up
         return (self.cluster.tmp if self.backend == "real" else self.cluster.proc) is not None
 
+    def new_volume_pod(self):
+        """The webhook's own pod of the mode-job days, mounting the Secret."""
+        if self.backend == "node":
+            return SecretVolumePods(self.cluster, self.informers["pods"], VOLUME_DEPLOYMENT,
+                                    SECRET, NS, WEBHOOK_SELECTOR, WEBHOOK_PRE_STOP).start()
+        return VolumePod(self.informers["secrets"], SECRET, self.workdir,
+                         "hook-server-7c9d4-qm2xt", host=self.host).start()
+
     def _control_plane_pids(self):
-        if self.backend != "real":
+        if self.backend == "emulator":
             return {"emulator": self.cluster.proc.pid}
         pids = {}
         for name in ("kube-apiserver", "etcd"):
@@ -178,12 +220,17 @@ class SoakCluster:
         for part in (self.caller, self.slices, *self.views, self.pods, self.volume_pod):
             if part is not None:
                 part.stop()
-        if self.pods is not None:
+        if isinstance(self.pods, NodePods):
+            self.pods.sample()
+            self.rss.update(self.pods.peaks)
+            if self.volume_pod is not None:
+                self.rss.update(self.volume_pod.peaks)
+        elif self.pods is not None:
             for pod in self.pods.gone:
                 for container in pod.containers():
                     key = f"{container.name} of {pod.name}"
                     self.rss[key] = max(self.rss.get(key, 0), container.peak_kib)
-        if self.volume_pod is not None:
+        if isinstance(self.volume_pod, VolumePod):
             self.rss[f"webhook of {self.volume_pod.name}"] = self.volume_pod.peak_kib
         if self.cluster_up():
             for name, pid in self._control_plane_pids().items():
@@ -271,7 +318,8 @@ class SoakCluster:
             return False  # the API server would find a name the certificate lacks
         if self.phase == "job":
             pod = self.volume_pod
-            return pod is not None and pod.is_ready and _read(pod.folder, "tls.crt") == leaf
+            return (pod is not None and pod.is_ready and pod.folder is not None
+                    and _read(pod.folder, "tls.crt") == leaf)
         deployment = self.informers["deployments"].get(DEPLOYMENT)
         if deployment is None:
             return False
@@ -281,7 +329,8 @@ class SoakCluster:
             return False
         if any(p.template_hash != live[0].template_hash for p in live):
             return False
-        return all(_read(p.cert_dir, "tls.crt") == leaf for p in live)
+        return all(p.cert_dir is not None and _read(p.cert_dir, "tls.crt") == leaf
+                   for p in live)
 
     def _watch_steadiness(self):
         while not self._stop.is_set():
@@ -311,7 +360,7 @@ class SoakCluster:
         answers it again. The emulator answers 503; a real kube-apiserver is told by API
         Priority and Fairness: a FlowSchema puts the account in a priority level with no
         seats, whose requests are rejected (429) until it is deleted."""
-        if self.backend != "real":
+        if self.backend == "emulator":
             if on:
                 user_fault(self.cluster, CERTCTL_USER, status=503, count=10**9)
             else:
@@ -389,6 +438,13 @@ class SoakCluster:
             lease, deadline, retry = map(duration, self.lease_times)
             values["sidecar"].update(leaseDuration=lease, leaseRenewDeadline=deadline,
                                      leaseRetryPeriod=retry)
+        if self.backend == "node":  # the images scripts/kube-up.sh --node loaded
+            values["image"] = {"repository": "localhost/certctl", "tag": "dev",
+                               "pullPolicy": "Never"}
+            values["sidecar"]["webhook"].update(
+                image={"repository": "localhost/example-webhook", "tag": "dev",
+                       "pullPolicy": "Never"},
+                args=["--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key"])
         for key, value in extra.items():
             values[key] = value
         return values
@@ -407,16 +463,20 @@ class SoakCluster:
         return self.cluster.kubectl(*args, input=input)
 
     def webhook_service(self):
-        """The webhook's own Service, before the chart serves it: selector-less (the soak
-        routes to the webhook's own pod itself), with Helm's marks so that the chart takes it
-        over in mode sidecar, as a user moving to the sidecar would let it."""
+        """The webhook's own Service, before the chart serves it, with Helm's marks so that
+        the chart takes it over in mode sidecar, as a user moving to the sidecar would let
+        it: selector-less where the soak routes to the webhook's own pod itself, on the node
+        selecting what the chart's Service will select (the webhook's own pods carry it)."""
+        spec = {"ports": [{"name": "https", "port": 443, "targetPort": "https",
+                           "protocol": "TCP"}]}
+        if self.backend == "node":
+            spec["selector"] = dict(WEBHOOK_SELECTOR)
         return {"apiVersion": "v1", "kind": "Service",
                 "metadata": {"name": SERVICE, "namespace": NS,
                              "labels": {"app.kubernetes.io/managed-by": "Helm"},
                              "annotations": {"meta.helm.sh/release-name": RELEASE,
                                              "meta.helm.sh/release-namespace": NS}},
-                "spec": {"ports": [{"name": "https", "port": 443, "targetPort": "https",
-                                    "protocol": "TCP"}]}}
+                "spec": spec}
 
     def targets(self):
         """The user's webhook configurations: no caBundle, failing closed."""

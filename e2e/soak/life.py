@@ -16,7 +16,7 @@ from soak.cluster import (ADMISSION, CERTCTL_USER, CHART, DEPLOYMENT, MWC, NS, P
                           RENAMED, SECRET, SERVICE, SETTLE_BOUND, UNTIL, VWC, WEBHOOK_PRE_STOP,
                           SoakCluster, SoakError, not_after)
 from soak.ledger import Event
-from soak.workloads import ENDPOINTS_LAG, VolumePod, template_hash_of
+from soak.workloads import ENDPOINTS_LAG, template_hash_of
 
 CONTROLS = {
     "two-ca-bundle": "a CA rotation replaces CA, server certificate and every caBundle at once "
@@ -45,17 +45,18 @@ class Soak(SoakCluster):
         self.phase = "job"
         self.helm("install", RELEASE, CHART, "--namespace", NS, "--wait",
                   values=self.values("job"))
-        self.volume_pod = VolumePod(self.informers["secrets"], SECRET, self.workdir,
-                                    "hook-server-7c9d4-qm2xt", host=self.host).start()
+        self.volume_pod = self.new_volume_pod()
         self.legacy_routed = True
         self.volume_pod.wait_ready(SETTLE_BOUND)
 
     def controller_stopped(self, event):
         """Mode job: nothing renews between two upgrades. Wait until the server certificate
-        is well inside --renew-before, then `helm upgrade`: its pre-upgrade hook renews."""
+        is inside --renew-before, then `helm upgrade`: its pre-upgrade hook renews. As early
+        inside as the clocks allow: the new certificate must still reach the webhook's Secret
+        volume (the kubelet's next sync of the pod) before the old one ends."""
         _, files = self.secret_files()
         leaf_end = not_after(files["tls.crt"])
-        resume = leaf_end - self.renew_before / 2
+        resume = leaf_end - self.renew_before + min(2.0, self.renew_before / 4)
         event.notes.append(f"no controller for {resume - time.time():.0f}s more "
                            f"(--renew-before {self.renew_before}s)")
         time.sleep(max(0.0, resume - time.time()))
@@ -74,7 +75,8 @@ class Soak(SoakCluster):
         # the endpoints (calls still on their way reach it for a moment) and pauses in preStop.
         self.legacy_routed = False
         self.legacy_routed_until = time.monotonic() + ENDPOINTS_LAG
-        time.sleep(WEBHOOK_PRE_STOP)
+        if self.backend != "node":  # on the node the pod's own preStop pauses it
+            time.sleep(WEBHOOK_PRE_STOP)
         self.volume_pod.stop()
 
     def leaf_renewal(self, event):

@@ -2,13 +2,15 @@
 """The lifecycle soak (e2e/soak/README.md):
 
     e2e/soak/soak.py [--certctl build/ci/certctl] [--seed N] [--minutes M | --quick]
-                     [--backend emulator|real] [--control NAME] [--report FILE.md]
+                     [--backend emulator|real|node] [--control NAME] [--report FILE.md]
                      [--json FILE.json]
 
 --backend real runs the life on a real kube-apiserver and etcd (scripts/kube-up.sh), which
-makes the admission calls. Exit 0 when no admission call failed that no event declared and no event's other check
-failed (a write budget), 1 otherwise, 2 when the soak itself could not run (the report says
-which event it was at). --control runs certctl without one safety: it needs a control
+makes the admission calls; --backend node on a real node too (scripts/kube-up.sh --node, as
+root): the kubelet and containerd run the chart's pods and Jobs from the images kube-up.sh
+loads. Exit 0 when no admission call failed that no event declared and no event's other
+check failed (a write budget), 1 otherwise, 2 when the soak itself could not run (the report
+says which event it was at). --control runs certctl without one safety: it needs a control
 build (scripts/build.sh control), given with --certctl build/control/certctl.
 """
 
@@ -95,12 +97,21 @@ def judge_metrics(soak):
                 f"failed calls of {name}, the soak's books {soak.caller.failed[name]}")
 
 
+API_SERVERS = {
+    "emulator": "the emulator; the soak made the admission calls",
+    "real": "a real kube-apiserver and etcd (scripts/kube-up.sh), which made the admission "
+            "calls",
+    "node": "a real kube-apiserver and etcd, which made the admission calls, and a real node "
+            "(scripts/kube-up.sh --node): the kubelet and containerd ran the pods and Jobs",
+}
+
+
 def report(soak, args, error, elapsed):
     ledger = soak.ledger
     undeclared = ledger.undeclared()
     form = "--quick" if args.quick else f"--minutes {args.minutes:g}"
     lines = [f"# Soak: --seed {args.seed} {form}"
-             f"{' --backend real' if soak.backend == 'real' else ''}"
+             f"{'' if soak.backend == 'emulator' else ' --backend ' + soak.backend}"
              f"{' --control ' + args.control if args.control else ''}", "",
              f"- when: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
              f"machine: {machine()}; took {elapsed:.0f} s",
@@ -109,7 +120,7 @@ def report(soak, args, error, elapsed):
              f"--renew-before {soak.renew_before} s, --ca-overlap {soak.ca_overlap} s; "
              f"Lease {'/'.join(map(str, soak.lease_times or (15, 10, 2)))} s "
              f"(duration/renew deadline/retry)",
-             f"- API server: {'a real kube-apiserver and etcd (scripts/kube-up.sh), which made the admission calls' if soak.backend == 'real' else 'the emulator; the soak made the admission calls'}",
+             f"- API server: {API_SERVERS[soak.backend]}",
              f"- admission calls: {ledger.calls + len(ledger.failures)} made, "
              f"{len(ledger.failures)} failed, of which **{len(undeclared)} undeclared**",
              f"- other failures of the run: **{len(ledger.violations())}**",
@@ -173,15 +184,21 @@ def main(argv=None):
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--quick", action="store_true",
                         help="--minutes 1: every lifetime at its floor (about two minutes)")
-    parser.add_argument("--backend", choices=("emulator", "real"), default="emulator",
-                        help="the API server: the project's emulator, or a real kube-apiserver "
-                             "and etcd built and started by scripts/kube-up.sh")
+    parser.add_argument("--backend", choices=sorted(API_SERVERS), default="emulator",
+                        help="the API server: the project's emulator, a real kube-apiserver "
+                             "and etcd built and started by scripts/kube-up.sh, or those and "
+                             "a real node that runs the pods (root)")
     parser.add_argument("--control", choices=sorted(CONTROLS))
     parser.add_argument("--report", help="write the report (Markdown) here too")
     parser.add_argument("--json", help="write the figures as JSON here")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work folder (a failed run always keeps it)")
     args = parser.parse_args(argv)
+    if args.backend == "node" and args.control:
+        parser.error("--control needs --backend emulator or real: the node's pods run the "
+                     "image of this tree (localhost/certctl:dev), never a control build")
+    if args.backend == "node" and os.geteuid() != 0:
+        parser.error("--backend node needs root (scripts/kube-up.sh --node)")
     if args.quick:
         args.minutes = 1.0
     # SIGTERM (a CI timeout, kill) ends the run like Ctrl-C: every process it started stops.
@@ -200,7 +217,7 @@ def main(argv=None):
     finally:
         try:
             if soak.cluster_up():
-                if soak.backend == "real" and soak.caller is not None:
+                if soak.real_api and soak.caller is not None:
                     soak.caller.stop()  # every call answered before the metrics are read
                     judge_metrics(soak)
                 soak.writes_of_certctl = certctl_writes(soak.cluster, offset)

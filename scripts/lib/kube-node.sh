@@ -28,6 +28,9 @@ node_link_net=10.203.0.0/30
 node_pod_net=10.204.0.0/24
 node_service_ip=10.0.0.1 # the `kubernetes` Service, first of --service-cluster-ip-range
 node_node_sources=$repo/e2e/node
+# How often the kubelet syncs each pod, which bounds how late a changed Secret reaches the
+# pods' volumes: the kubelet's default unless KUBE_UP_KUBELET_SYNC says otherwise.
+node_sync=${KUBE_UP_KUBELET_SYNC:-1m}
 
 # node_owner_file: where the DIR of the running node is written.
 node_owner_file() { echo "$cache/node/owner"; }
@@ -38,6 +41,8 @@ node_owned_by() { [[ -f $(node_owner_file) && $(cat "$(node_owner_file)") == "$1
 
 # node_check_host: what the node needs of this machine, each missing thing named.
 node_check_host() {
+  [[ $node_sync =~ ^[0-9]+(ms|s|m)$ ]] ||
+    die "KUBE_UP_KUBELET_SYNC is not a duration like 1m, 5s or 500ms: $node_sync"
   (($(id -u) == 0)) || die "--node needs root (the node makes namespaces, cgroups and routes)"
   local tool
   for tool in containerd containerd-shim-runc-v2 ctr runc iptables nsenter unshare podman gcc; do
@@ -158,6 +163,7 @@ cgroupRoot: /$node_cgroup
 # This machine: cgroup v1, swap allowed.
 failCgroupV1: false
 failSwapOn: false
+syncFrequency: $node_sync
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
 podLogsDir: /var/log/pods
