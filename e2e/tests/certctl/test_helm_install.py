@@ -1,8 +1,8 @@
-"""The chart for real: `helm install` and `helm upgrade` of manifests/helm/certctl against the
-emulator and (mode job) the real API server. Mode job: the harness runs the hook Jobs with the certctl binary, as the Jobs'
-service account with exactly the chart's RBAC, so every request certctl makes is judged by
-that RBAC. Mode sidecar: the harness runs the certctl container of the installed Deployment
-the same way."""
+"""The chart for real: `helm install` and `helm upgrade` of manifests/helm/certctl in mode
+job against the emulator and the real API server. The harness runs the hook Jobs with the
+certctl binary, as the Jobs' service account with exactly the chart's RBAC, so every request
+certctl makes is judged by that RBAC. Mode sidecar, `helm test` and `helm uninstall` run on a
+real node: e2e/tests/node/test_chart_on_node.py."""
 
 import base64
 import json
@@ -11,14 +11,11 @@ import re
 import shlex
 import shutil
 import subprocess
-import time
 
 import pytest
-import yaml
 
 from harness.certctl import api_service, crd, service_with_endpoints, webhook_configuration
 from harness.helm import REPO, find_helm, helm_env
-from harness.kubelet import free_ports, pod_container, rewrite_flags
 
 NS = "infra"
 RELEASE = "rel"
@@ -148,94 +145,6 @@ def test_helm_install_with_failure_policy_once_ready(cluster, kubelet, tmp_path)
     writes = [e for e in cluster.request_log()["writes"] if e["user"] == SERVICE_ACCOUNT]
     assert writes == []
     assert failure_policies(cluster) == ["Fail"] * 4
-
-
-def test_helm_install_sidecar_mode_then_uninstall(cluster, tmp_path, certctl_binary):
-    """Mode sidecar, the default: `helm install` creates the webhook's Deployment, Service,
-    ServiceAccount and RBAC as release objects (no hooks, no Jobs). The certctl container of
-    the stored Deployment, run as a kubelet would run it with the token of the chart's
-    service account and exactly the RBAC the release created, gets ready; `helm uninstall`
-    then removes the release's objects and leaves the Secret and the caBundles."""
-    cluster.kubectl("create", "namespace", NS)
-    for obj in (webhook_configuration("ValidatingWebhookConfiguration", "hook", ["a.hook.io"]),
-                crd("widgets.hook.io")):
-        cluster.kubectl("apply", "-f", "-", input=json.dumps(obj))
-    values = {"webhook": {"service": "hook"},
-              "targets": {"validatingWebhooks": ["hook"], "crds": ["widgets.hook.io"]},
-              "sidecar": {"replicas": 2,
-                          "webhook": {"image": {"repository": "registry.example/hook",
-                                                "tag": "1.0"}}}}
-    (tmp_path / "sidecar.json").write_text(json.dumps(values))
-    env = helm_env(tmp_path / "helm-home", cluster.kubeconfig())
-    # No --wait: the emulator stores Deployments but runs no pods.
-    proc = subprocess.run([find_helm(), "install", RELEASE, CHART, "--namespace", NS, "-f",
-                           str(tmp_path / "sidecar.json")], capture_output=True, text=True,
-                          timeout=60, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(cluster.kubectl("get", "jobs", "-n", NS, "-o", "json").stdout)[
-        "items"] == []
-    pod = json.loads(cluster.kubectl("get", "deployment", "hook", "-n", NS, "-o",
-                                     "json").stdout)["spec"]["template"]["spec"]
-
-    health, metrics = free_ports(2)
-    local = {"--cert-dir": str(tmp_path / "tls"), "--health-addr": f"127.0.0.1:{health}",
-             "--metrics-addr": f"127.0.0.1:{metrics}"}
-    process = pod_container(cluster, pod, "certctl", NS, {"certctl": certctl_binary},
-                            str(tmp_path / "pod"), args=lambda a: rewrite_flags(a, local))
-    assert process.user == SERVICE_ACCOUNT and "--leader-elect" in process.argv
-    # The startupProbe's path: readiness also waits for a handshake with the webhook
-    # container (the serving check), which no process plays here.
-    startup = next(c for c in pod["initContainers"] if c["name"] == "certctl")[
-        "startupProbe"]["httpGet"]["path"]
-    assert startup == "/readyz?exclude=serving"
-    with process:
-        deadline = time.monotonic() + 20
-        while process.get(startup, health)[0] != 200:
-            assert time.monotonic() < deadline, process.log()[-3000:]
-            time.sleep(0.05)
-    secret = json.loads(cluster.kubectl("get", "secret", "webhook-server-cert", "-n", NS,
-                                        "-o", "json").stdout)
-    ca = base64.b64decode(secret["data"]["ca.crt"]).decode()
-    vwc = json.loads(cluster.kubectl("get", "validatingwebhookconfiguration", "hook", "-o",
-                                     "json").stdout)
-    assert base64.b64decode(vwc["webhooks"][0]["clientConfig"]["caBundle"]).decode() == ca
-    refused = [e for e in cluster.request_log()["requests"]
-               if e["user"] == SERVICE_ACCOUNT and e["code"] == 403]
-    assert refused == []
-
-    # `helm test`'s pod: `certctl check` as certctl's service account, with the release's
-    # names and targets, run as a kubelet would run it; it passes on what the sidecar made.
-    hooks = subprocess.run([find_helm(), "get", "hooks", RELEASE, "--namespace", NS],
-                           capture_output=True, text=True, timeout=60, env=env)
-    assert hooks.returncode == 0, hooks.stderr
-    (test_pod,) = [doc for doc in yaml.safe_load_all(hooks.stdout)
-                   if doc and doc["metadata"].get("annotations", {}).get("helm.sh/hook") ==
-                   "test"]
-    assert test_pod["kind"] == "Pod" and test_pod["spec"]["restartPolicy"] == "Never"
-    check = pod_container(cluster, test_pod["spec"], "check", NS, {"certctl": certctl_binary},
-                          str(tmp_path / "test-pod"))
-    assert check.user == SERVICE_ACCOUNT and check.argv[1] == "check"
-    ran = subprocess.run(check.argv, env=dict(os.environ, **check.env), capture_output=True,
-                         text=True, timeout=60)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.startswith("ok: secret infra/webhook-server-cert") and \
-        "2 caBundle(s) up to date, every name they call covered" in ran.stdout, ran.stdout
-
-    # --keep-history: purging the release record is a DELETE with a protobuf
-    # DeleteOptions body, which the emulator cannot decode yet.
-    proc = subprocess.run([find_helm(), "uninstall", "--keep-history", RELEASE, "--namespace",
-                           NS], capture_output=True, text=True, timeout=60, env=env)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    for kind in ("deployment", "service", "serviceaccount", "role", "rolebinding"):
-        assert cluster.kubectl("get", kind, "-n", NS, "-o", "name").stdout == "", kind
-    assert cluster.kubectl("get", "role,rolebinding", "-n", "default", "-o",
-                           "name").stdout == ""
-    assert RELEASE not in cluster.kubectl("get", "clusterrole", "-o", "name").stdout
-    # The webhook keeps working: the Secret and the caBundle stay.
-    cluster.kubectl("get", "secret", "webhook-server-cert", "-n", NS)
-    vwc = json.loads(cluster.kubectl("get", "validatingwebhookconfiguration", "hook", "-o",
-                                     "json").stdout)
-    assert vwc["webhooks"][0]["clientConfig"]["caBundle"]
 
 
 def chart_release(tmp_path, name, digest, adds_the_pause=True):

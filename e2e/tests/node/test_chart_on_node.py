@@ -44,6 +44,7 @@ SECRET = "webhook-server-cert"
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 DEPLOY = os.path.join(REPO, "examples", "webhook", "deploy")
 WEBHOOK_PODS = "app.kubernetes.io/component=webhook"
+ACCOUNT = f"system:serviceaccount:{NS}:{RELEASE}-certctl"  # the chart's ServiceAccount
 
 
 @pytest.fixture(scope="module")
@@ -157,9 +158,25 @@ def test_sidecar_mode_admits_and_denies_through_the_pod(node, sidecar, helm_home
     assert f"CREATE ConfigMap {CHECKED}/allowed: allowed {called}" in logs, logs
     assert f"CREATE ConfigMap {CHECKED}/denied: denied {called}" in logs, logs
 
+    # Mode sidecar has no hooks: no Job ran. Every request of certctl's ServiceAccount in the
+    # sidecar was allowed by the RBAC the release created.
+    assert node.get("jobs", "-n", NS)["items"] == []
+    assert refused_requests(node) == []
+
     # The test pod is deleted once it succeeded (its hook-delete-policy): helm reports it.
     tested = helm(node, helm_home, "test", RELEASE, "-n", NS)
     assert "Phase:          Succeeded" in tested.stdout, tested.stdout
+    # Its `certctl check` runs as the same ServiceAccount, which may not read Services
+    # unless failurePolicyOnceReady is on (least privilege): the one request refused, which
+    # check reports as a note, not a failure.
+    assert refused_requests(node) == [("get", "services", RELEASE)]
+
+
+def refused_requests(node):
+    """(verb, resource, name) of the requests of certctl's ServiceAccount the API server
+    refused (403)."""
+    return [(r["verb"], r["resource"], r["name"]) for r in node.request_log()["requests"]
+            if r["user"] == ACCOUNT and r["code"] == 403]
 
 
 def served_certificate(address, port=9443):
@@ -335,6 +352,16 @@ def test_job_mode_hooks_run_as_jobs(node, helm_home):
     subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
                    capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
                    timeout=300, check=True)
+    # `helm uninstall` removes the release's objects and leaves what keeps the webhook
+    # callable: the Secret and the caBundle.
+    for kind in ("deployment", "service", "serviceaccount", "role", "rolebinding"):
+        left = node.kubectl("get", kind, "-n", NS, "-o", "name").stdout.split()
+        # The namespace's own ServiceAccount, which kube-controller-manager made.
+        assert [name for name in left if name != "serviceaccount/default"] == [], kind
+    assert RELEASE not in node.kubectl("get", "clusterrole,clusterrolebinding", "-o",
+                                       "name").stdout
+    node.kubectl("get", "secret", SECRET, "-n", NS)
+    assert node.api("GET", VWC_PATH).json()["webhooks"][0]["clientConfig"]["caBundle"]
     node.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
     node.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
     node.kubectl("apply", "-f", os.path.join(DEPLOY, "webhook-configuration.yaml"))
