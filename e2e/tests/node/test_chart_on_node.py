@@ -3,8 +3,8 @@ docs give a new user), kube-apiserver making every admission call:
 
 - mode sidecar: `helm install`, the pod 2/2 Ready, the webhook container started once
   certctl's startupProbe had passed (so it found its certificate at its first start and
-  never restarted), an object allowed and one refused with the webhook's message, `helm
-  test` run as a pod;
+  never restarted), an object allowed and one refused with the webhook's message, no
+  request of certctl refused, `helm test` run as a pod;
 - the pods' lifecycle with a dry-run ConfigMap create every 50 ms: a new webhook tag rolled
   out by `helm upgrade`, `kubectl rollout restart`, scaling 1 -> 3 (leader election), the
   certctl container killed (the kubelet restarts it), a pod deleted (the webhook's preStop
@@ -12,6 +12,7 @@ docs give a new user), kube-apiserver making every admission call:
   through `helm upgrade` — no call fails;
 - the audit CronJob run as a Job: it passes, then fails on a configuration without a
   caBundle and names it;
+- `helm uninstall`: the release's objects gone, the Secret and the caBundle left;
 - mode job: the hooks run as Jobs, the webhook's own Deployment mounts the Secret, and the
   time from `helm install` to the first admitted call is measured (docs/try-the-chart.md).
 
@@ -346,14 +347,11 @@ def test_the_audit_cronjob_reports_from_a_pod(node, sidecar, helm_home):
     assert ("validatingwebhookconfiguration/not-injected", "ca-bundle-missing") in codes, report
 
 
-@pytest.mark.time_limit(900)
-def test_job_mode_hooks_run_as_jobs(node, helm_home):
-    """Last: it removes the sidecar release and installs the example in mode job."""
-    subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
-                   capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
-                   timeout=300, check=True)
-    # `helm uninstall` removes the release's objects and leaves what keeps the webhook
-    # callable: the Secret and the caBundle.
+@pytest.mark.time_limit(300)
+def test_uninstall_leaves_the_secret_and_the_ca_bundle(node, sidecar, helm_home):
+    """`helm uninstall` of the sidecar release removes the release's objects and leaves what
+    keeps the webhook callable once it is reinstalled: the Secret and the caBundle."""
+    helm(node, helm_home, "uninstall", RELEASE, "-n", NS, "--wait")
     for kind in ("deployment", "service", "serviceaccount", "role", "rolebinding"):
         left = node.kubectl("get", kind, "-n", NS, "-o", "name").stdout.split()
         # The namespace's own ServiceAccount, which kube-controller-manager made.
@@ -362,6 +360,14 @@ def test_job_mode_hooks_run_as_jobs(node, helm_home):
                                        "name").stdout
     node.kubectl("get", "secret", SECRET, "-n", NS)
     assert node.api("GET", VWC_PATH).json()["webhooks"][0]["clientConfig"]["caBundle"]
+
+
+@pytest.mark.time_limit(900)
+def test_job_mode_hooks_run_as_jobs(node, helm_home):
+    """Last: it removes the sidecar release and installs the example in mode job."""
+    subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
+                   capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
+                   timeout=300, check=True)
     node.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
     node.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
     node.kubectl("apply", "-f", os.path.join(DEPLOY, "webhook-configuration.yaml"))
