@@ -43,16 +43,18 @@ def sha256_file(path):
 def go_build(folder, name, key, ldflags=""):
     """The program of a Go module folder, built once per `key` (what identifies the source)
     and Go version into CACHE, outside this clone and the source folder; Go's own caches
-    are where `go env` puts them."""
+    are where `go env` puts them. Static (no cgo): the node backend runs it FROM scratch."""
     goversion = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True,
                                check=True).stdout.strip()
-    digest = hashlib.sha256(f"{key}\0{goversion}\0{ldflags}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{key}\0{goversion}\0{ldflags}\0static".encode()) \
+        .hexdigest()[:12]
     out = os.path.join(CACHE, f"{name}-{digest}", name)
     if not os.access(out, os.X_OK):
         os.makedirs(os.path.dirname(out), exist_ok=True)
         print(f"peers: building {name} (once per machine)", file=sys.stderr)
         subprocess.run(["go", "build", "-mod=readonly", "-trimpath", "-ldflags", ldflags,
-                        "-o", out + ".tmp", "."], cwd=folder, check=True)
+                        "-o", out + ".tmp", "."], cwd=folder, check=True,
+                       env=dict(os.environ, CGO_ENABLED="0"))
         os.replace(out + ".tmp", out)
     return out
 
@@ -261,7 +263,11 @@ class CertController(Tool):
 
     def __init__(self, cluster, workdir, binary):
         super().__init__(cluster, workdir, binary)
-        self.version = "open-policy-agent/cert-controller " + module_version(
+        self.version = self.version_of()
+
+    @staticmethod
+    def version_of():
+        return "open-policy-agent/cert-controller " + module_version(
             os.path.join(HERE, "cert-controller"), "github.com/open-policy-agent/cert-controller")
 
     def prepare(self, bed):
