@@ -26,9 +26,9 @@ import datetime
 import json
 import os
 import platform
-import re
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -48,14 +48,13 @@ from columns import (CONFIG, KWC_MODULE, KWC_VERSION, NS, SCALE_LABEL, SECRET,  
                    SERVICE, STEP_BOUND, CertController, Certctl, CertctlJob,
                    KubeWebhookCertgen, StepFailed, cert_controller_build, kwc_build,
                    short_lived_pair)
+from measure import POLL, Caller, cpu_seconds, wait_for  # noqa: E402
 
 ADMISSION = "/apis/admissionregistration.k8s.io/v1"
 KINDS = {"validating": "validatingwebhookconfigurations",
          "mutating": "mutatingwebhookconfigurations"}
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
-POLL = 0.05          # seconds between two admission calls
 CA_PREPARE = 2.0     # seconds the short-lived CA may take to get served before the tool starts
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # Every tool runs as a ServiceAccount with these rights, so the audit log tells its requests
 # apart; what each needs at least is not what is measured here.
 RULES = [{"apiGroups": [""], "resources": ["secrets", "events", "configmaps", "services"],
@@ -88,16 +87,6 @@ class Form:
         self.ca_left = 4 if quick else 12
         self.new_connections = 1 if quick else 2  # seconds of calls after a CA's end
         self.scale = 50 if quick else 500       # configurations in the scale row
-
-
-def cpu_seconds(pid):
-    """utime + stime of a live process, in seconds (None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def configuration(kind, name=CONFIG, scale=False):
@@ -285,48 +274,6 @@ class Bed:
                    for item in resp.json()["items"])
 
 
-def failure_cause(answer):
-    """The part of kube-apiserver's answer that says why a webhook call failed."""
-    try:
-        message = json.loads(answer).get("message", answer)
-    except ValueError:
-        message = answer
-    return re.sub(r"\s+", " ", message.split(": ", 1)[-1])[:160]
-
-
-class Caller:
-    """Admission calls every POLL seconds on a thread while a step runs, counting the failed
-    ones: what the cluster's users meet while the tool does its work."""
-
-    def __init__(self, bed):
-        self.bed = bed
-        self.calls = self.failed = 0
-        self.answers = collections.Counter()  # kube-apiserver's words for the failed calls
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="caller", daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            ok, answer = self.bed.admit()
-            self.calls += 1
-            if not ok:
-                self.failed += 1
-                self.answers[failure_cause(answer)] += 1
-            self._stop.wait(POLL)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(35)
-
-    def record(self, figures, prefix):
-        figures[f"{prefix}_calls"], figures[f"{prefix}_failed"] = self.calls, self.failed
-        figures[f"{prefix}_failures"] = dict(self.answers)
-
-
 class BundleWatch(threading.Thread):
     """Looks at both caBundles and the Secret every 20 ms while a CA is replaced: when a CA
     other than `old` is first in both bundles, whether a bundle held the old and a new one
@@ -364,16 +311,6 @@ class BundleWatch(threading.Thread):
         if self.new_after is None:
             return "keeps the old CA"
         return "rotates in steps" if self.overlap else "regenerates at once"
-
-
-def wait_for(predicate, bound, interval=POLL):
-    """Seconds until predicate() holds, or None when it did not within `bound`."""
-    start = time.monotonic()
-    while time.monotonic() - start < bound:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(interval)
-    return None
 
 
 def launch(tool, scale=None):
@@ -614,11 +551,14 @@ def ratio(ours, theirs):
     return f"{theirs / ours:.1f}×"
 
 
-def report(results, kinds, form, elapsed):
+def report(results, kinds, form, elapsed, table=None, backend="process"):
+    """The Markdown report; `table`: the rows (run.rows by default, node.rows on a node)."""
+    table = rows(form) if table is None else table
+    where = "processes on this machine" if backend == "process" else "pods on a real node"
     lines = ["# certctl beside its peers", "",
              f"{datetime.date.today().isoformat()}, {platform.machine()}, "
              f"{os.cpu_count()} CPUs, {'quick' if form.quick else 'full'} run "
-             f"({elapsed:.0f} s); steady window {form.steady} s.", ""]
+             f"({elapsed:.0f} s), {where}; steady window {form.steady} s.", ""]
     for kind in kinds:
         lines.append(f"- {kind.title}: {results[kind.name].get('version', '?')}")
     lines.append("")
@@ -627,7 +567,7 @@ def report(results, kinds, form, elapsed):
     lines += ["| row | " + " | ".join(k.title for k in kinds) + " | " +
               " | ".join(f"{k.title} / {titles[k.versus]}" for k in compared) + " |",
               "|" + "---|" * (1 + len(kinds) + len(compared))]
-    for title, key, unit, total in rows(form):
+    for title, key, unit, total in table:
         lines.append(f"| {title} | " + " | ".join(
             cell(results[k.name], key, unit, total) for k in kinds) + " | " + " | ".join(
             ratio(results[k.versus].get(key), results[k.name].get(key)) if not total else ""
@@ -647,7 +587,9 @@ def plot(results, kinds, path):
     panels = [("install: start to first admitted call (s)", "install_s", 1),
               ("steady: peak RSS (MiB)", "steady_rss_kib", 1 / 1024),
               ("drift: caBundles wiped to repaired (s)", "drift_s", 1)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6))
+    panels = [p for p in panels if any(p[1] in results[k.name] for k in kinds)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False)
+    axes = axes[0]
     for ax, (title, key, factor) in zip(axes, panels):
         shown = [k for k in kinds if isinstance(results[k.name].get(key), (int, float))]
         values = [results[k.name][key] * factor for k in shown]
@@ -670,6 +612,10 @@ def main(argv=None):
                         help=f"a checkout of {KWC_MODULE} at {KWC_VERSION} (default: "
                              "$CERTCTL_KWC_SOURCE); without it that column is not built")
     parser.add_argument("--quick", action="store_true", help="short windows, fewer repeats")
+    parser.add_argument("--backend", choices=["process", "node"], default="process",
+                        help="process: each tool a process beside its own control plane; "
+                             "node: each tool as the pods it ships as, on a real node "
+                             "(scripts/kube-up.sh --node, as root)")
     parser.add_argument("--plot", action="store_true",
                         help="draw the comparison into bench/peers/peers.png")
     parser.add_argument("--report", help="write the Markdown report here too")
@@ -687,6 +633,8 @@ def main(argv=None):
         except (OSError, ValueError) as e:
             parser.error(str(e))
     started = time.monotonic()
+    if args.backend == "node":
+        return on_node(args, binaries, form, started)
     results = {}
     with tempfile.TemporaryDirectory(prefix="peers-") as workdir:
         for kind, binary in binaries.items():
@@ -700,6 +648,31 @@ def main(argv=None):
             except Exception:  # noqa: BLE001 - the report says what broke
                 results[kind.name] = {"failed": traceback.format_exc()}
     text = report(results, list(binaries), form, time.monotonic() - started)
+    return publish(args, text, results, list(binaries))
+
+
+def on_node(args, binaries, form, started):
+    """--backend node (node.py): the columns as pods on one node; certctl is the image of
+    this tree that scripts/kube-up.sh --node builds, not --certctl."""
+    import node
+    if os.geteuid() != 0:
+        print("peers: --backend node needs root (scripts/kube-up.sh --node)", file=sys.stderr)
+        return 2
+    versions = {"certctl": subprocess.run(
+        [binaries[Certctl], "version"], capture_output=True, text=True).stdout.strip(),
+        "cert-controller": CertController.version_of(),
+        "kube-webhook-certgen": KubeWebhookCertgen.version}
+    versions["certctl-job"] = versions["certctl"]
+    say = lambda text: print(f"peers: {text}", file=sys.stderr)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="peers-node-") as workdir:
+        results, node_form = node.measure(binaries, versions, form, workdir, say)
+    text = report(results, node.COLUMNS, node_form, time.monotonic() - started,
+                  node.rows(node_form), backend="node")
+    return publish(args, text, results, node.COLUMNS)
+
+
+def publish(args, text, results, kinds):
+    """The report on stdout and where the arguments ask; the exit code."""
     print(text)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
@@ -708,7 +681,8 @@ def main(argv=None):
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1, sort_keys=True)
     if args.plot:
-        plot(results, list(binaries), os.path.join(HERE, "peers.png"))
+        plot(results, kinds, os.path.join(HERE, "peers.png" if kinds[0] is Certctl
+                                          else "peers-node.png"))
     return 1 if any("failed" in figures for figures in results.values()) else 0
 
 
