@@ -4,7 +4,8 @@ webhook server and the same webhook configurations, in one run (bench/peers/READ
 what each row measures and why).
 
     bench/peers/run.py [--certctl build/ci/certctl] [--kube-webhook-certgen-source DIR]
-                       [--quick] [--plot] [--report FILE.md] [--json FILE]
+                       [--quick] [--backend process|node] [--plot] [--report FILE.md]
+                       [--json FILE]
 
 Four columns (bench/peers/columns.py): two controllers, `certctl run` and cert-controller's
 rotator, and two Helm hooks, `certctl job` and kube-webhook-certgen. Each gets a control
@@ -13,9 +14,11 @@ plane of its own (scripts/kube-up.sh) with the webhook's Service, the example we
 ConfigMap create in the namespace meets; an admission call is a dry-run ConfigMap create,
 201 a success. The steps below (install, steady, drift, restart, wrong_name, ca_near_end,
 scale) each fill some of the tool's figures; a hook has no steady state, drift or restart.
+That is the process backend; `--backend node` (node.py) installs each tool as its pods on a
+real node instead, with rows of its own (install, steady, restart).
 
 Exit 0 when every tool ran every step, 1 when one failed (the report says which), 2 on bad
-arguments.
+arguments (or --backend node without root).
 """
 
 import argparse
