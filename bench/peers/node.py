@@ -22,6 +22,7 @@ The webhook's readiness probe is the example's (every 2 s), and so is that of ce
 """
 
 import collections
+import contextlib
 import hashlib
 import os
 import shutil
@@ -34,7 +35,7 @@ import urllib.request
 
 from harness.api_server import dry_run_admission
 from harness.helm import REPO, find_helm, helm_env
-from harness.node import NodeCluster
+from harness.node import NodeCluster, NodeError
 from soak.workloads import peak_rss_kib
 from columns import SECRET, SERVICE, STEP_BOUND, StepFailed
 from measure import POLL, Caller, cpu_seconds, wait_for
@@ -272,9 +273,14 @@ class Bed:
         self.ns = None
 
     def __enter__(self):
-        self.node.start()
-        for name, binary in self.peer_binaries.items():
-            self.images[name] = load_image(self.node, name, binary)
+        try:
+            self.node.start()
+            for name, binary in self.peer_binaries.items():
+                self.images[name] = load_image(self.node, name, binary)
+        except BaseException:
+            with contextlib.suppress(NodeError):  # the first error is the one to see
+                self.node.down()  # a half-started node leaves nothing behind either
+            raise
         return self
 
     def __exit__(self, *exc):
