@@ -271,8 +271,11 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
       spdlog::warn("{} carries {}: its failurePolicy is left as it is", object,
                    controller::kHoldFailurePolicyAnnotation);
     }
-    if (closed->entries == 0) {
+    if (closed->entries == 0 && closable->kept == 0) {
       spdlog::info("every webhook entry already has failurePolicy Fail ({})", took());
+    } else if (closed->entries == 0) {
+      // The entries kept at Ignore are named in the error that follows.
+      spdlog::info("no webhook entry changed to failurePolicy Fail ({})", took());
     } else {
       spdlog::info("set failurePolicy Fail on {} webhook entr{} that had Ignore: {} ({})",
                    closed->entries, closed->entries == 1 ? "y" : "ies",

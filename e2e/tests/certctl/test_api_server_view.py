@@ -955,3 +955,11 @@ def test_job_sets_fail_only_on_callable_entries_and_names_the_rest(job_user, cer
     assert result.returncode == 1, result.stderr
     assert "has no port 9999" in last_line(result), result.stderr
     assert policies(job_user) == ["Fail", "Ignore"]
+
+    # Again: nothing left to change, and the log does not claim every entry is Fail.
+    result = job(job_user, certctl_binary, "--failure-policy-once-ready", "Fail")
+    assert result.returncode == 1, result.stderr
+    assert "no webhook entry changed to failurePolicy Fail" in result.stderr, result.stderr
+    assert "every webhook entry already has failurePolicy Fail" not in result.stderr
+    assert "kept failurePolicy Ignore on 1 webhook entry" in last_line(result), result.stderr
+    assert policies(job_user) == ["Fail", "Ignore"]
