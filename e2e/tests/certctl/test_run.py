@@ -692,6 +692,24 @@ def test_a_leaf_that_drops_a_name_another_webhook_calls_is_warned_of_once(hook, 
            "webhooks[0] (v.demo.io) calls with this Secret's CA" in warnings[0], warnings
 
 
+@pytest.mark.backends("real")
+def test_the_commands_the_docs_give_list_certctls_events(hook, sidecars):
+    """`kubectl events --for` (docs/troubleshooting.md#events) lists certctl's Events: those
+    about the Secret in its namespace, those about a cluster-scoped target in `default`.
+    `kubectl describe secret` has no Events section for a Secret."""
+    wait_ready(sidecars())
+
+    def listed(namespace, about):
+        return hook.kubectl("events", "-n", namespace, "--for", about).stdout
+
+    wait_for(lambda: "Created" in listed(NS, f"secret/{SECRET}"), "the Secret's Event",
+             bound=BOUND)
+    wait_for(lambda: "CABundleInjected" in listed("default", "validatingwebhookconfiguration/hook"),
+             "the configuration's Event in default", bound=BOUND)
+    described = hook.kubectl("describe", "secret", SECRET, "-n", NS).stdout
+    assert "Created" not in described and "Events:" not in described, described
+
+
 def test_api_faults_are_ridden_out_without_replacing_the_secret(hook, sidecars):
     sidecar = sidecars()
     wait_ready(sidecar)
