@@ -523,6 +523,7 @@ Result<AuditReport> Audit(kube::Client& client, const AuditOptions& options, Tim
     report.findings.push_back(std::move(finding));
   }
   report.notes = std::move(inventory.notes);
+  report.handshake = options.handshake;
   return report;
 }
 

@@ -239,6 +239,8 @@ def test_every_finding_is_reported_with_reads_only_and_fail_on_decides_the_exit(
                     "--fail-on", "warning")
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert "audited 2 entries of 1 object: 0 critical, 0 warnings" in healthy.stdout
+    # A clean summary says what it did not look at: what the webhooks serve.
+    assert "not checked: the certificates the webhooks serve" in healthy.stdout, healthy.stdout
     warnings = audit(cluster, certctl_binary, "--webhook-selector", "audit=warnings")
     assert warnings.returncode == 0, warnings.stdout + warnings.stderr
     strict = audit(cluster, certctl_binary, "--webhook-selector", "audit=warnings",

@@ -104,12 +104,14 @@ def test_handshake_findings_are_what_the_api_server_meets(cluster, certctl_binar
     assert "does not verify against the caBundle" in by_name["untrusted"], by_name
     assert "not valid for alias.infra.svc" in by_name["wrong-name"], by_name
     assert report["notes"] == [], report["notes"]
+    assert report["handshake"] is True
 
     # Without --handshake nothing of that is known: every Service has a ready endpoint.
     quiet = run_certctl(certctl_binary, "audit", "--webhook-selector", "audit=handshake",
                         "-o", "json", "--kubeconfig", cluster.kubeconfig(), "--log-level", "off")
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
     assert json.loads(quiet.stdout)["findings"] == []
+    assert json.loads(quiet.stdout)["handshake"] is False  # and the document says so
 
     # The real API server agrees: it calls what the handshake passed and refuses the rest.
     for name, works in (("healthy", True), ("by-url", True), ("soon", True),

@@ -47,6 +47,9 @@ struct AuditReport {
   std::vector<AuditedEntry> entries;
   std::vector<AuditFinding> findings;  // every finding: the entries', then those about many
   std::vector<std::string> notes;      // what could not be read, so silence is not a pass
+  // Whether the certificates the webhooks serve were judged (--handshake): without it a
+  // served certificate that does not name the called Service goes unseen.
+  bool handshake = false;
   // Whether a finding is at `fail_on` or above.
   bool Fails(Severity fail_on) const;
 };
