@@ -100,9 +100,11 @@ void AddIdentityFlags(CLI::App& app, IdentityFlags& flags, IdentityRole role) {
   app.add_option("--cluster-domain", flags.cluster_domain,
                  "Cluster DNS domain, the suffix of the Service's DNS names")
       ->capture_default_str();
+  const std::string bound =
+      " (repeatable; with --ip at most " + std::to_string(pki::kMaxExtraNames) + ")";
   app.add_option("--dns-name", flags.dns_names,
-                 issues ? "Extra DNS name to put in the server certificate (repeatable)"
-                        : "Extra DNS name the server certificate must cover (repeatable)")
+                 issues ? "Extra DNS name to put in the server certificate" + bound
+                        : "Extra DNS name the server certificate must cover" + bound)
       ->type_name("NAME");
   app.add_option("--ip", flags.ip_addresses,
                  issues ? "IP address to put in the server certificate (repeatable)"

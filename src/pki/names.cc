@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <arpa/inet.h>
@@ -245,11 +246,9 @@ std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity) {
                     identity.extra_dns_names.end());
 
   std::vector<std::string> out;
-  std::vector<std::string> seen;  // lower-case, DNS names compare case-insensitively
+  std::set<std::string> seen;  // lower-case, DNS names compare case-insensitively
   for (std::string& name : candidates) {
-    std::string key = Lower(name);
-    if (std::find(seen.begin(), seen.end(), key) == seen.end()) {
-      seen.push_back(std::move(key));
+    if (seen.insert(Lower(name)).second) {
       out.push_back(std::move(name));
     }
   }
@@ -257,6 +256,13 @@ std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity) {
 }
 
 Status ValidateIdentity(const ServiceIdentity& identity) {
+  if (const std::size_t extra = identity.extra_dns_names.size() + identity.ip_addresses.size();
+      extra > kMaxExtraNames) {
+    return Fail(ErrorCode::kInvalidArgument,
+                "--dns-name and --ip: " + std::to_string(extra) + " names given, at most " +
+                    std::to_string(kMaxExtraNames) +
+                    " (the Service's own names come on top): a webhook needs a few");
+  }
   if (identity.service.empty() && identity.extra_dns_names.empty()) {
     return Fail(ErrorCode::kInvalidArgument,
                 "--service or --dns-name is required: the certificate needs at least one DNS name");

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +10,9 @@
 namespace certctl::pki {
 
 inline constexpr char kDefaultClusterDomain[] = "cluster.local";
+// The most --dns-name and --ip names together: a webhook is called by a few names; a
+// certificate with hundreds is slow to issue and check, and some TLS clients refuse it.
+inline constexpr std::size_t kMaxExtraNames = 100;
 
 // Who the server certificate is for.
 struct ServiceIdentity {
@@ -24,7 +28,8 @@ struct ServiceIdentity {
 std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity);
 
 // kInvalidArgument naming the field when the identity cannot yield a certificate: no
-// service and no DNS name, a label that is not RFC 1123, an IP that does not parse.
+// service and no DNS name, a label that is not RFC 1123, an IP that does not parse, more
+// than kMaxExtraNames extra names.
 Status ValidateIdentity(const ServiceIdentity& identity);
 
 // Whether a leading "*" label is acceptable in a DNS name.

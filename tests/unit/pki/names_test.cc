@@ -60,6 +60,20 @@ TEST(PkiNames, ValidIdentityPasses) {
   EXPECT_TRUE(status.has_value()) << status.error().message();
 }
 
+TEST(PkiNames, TooManyExtraNamesAreRefusedAtOnce) {
+  ServiceIdentity identity = Identity();
+  for (std::size_t i = 0; i < kMaxExtraNames; ++i) {
+    identity.extra_dns_names.push_back("n" + std::to_string(i) + ".example.com");
+  }
+  EXPECT_TRUE(ValidateIdentity(identity).has_value());
+  identity.ip_addresses = {"10.0.0.1"};
+  const Status status = ValidateIdentity(identity);
+  ASSERT_FALSE(status.has_value());
+  EXPECT_EQ(status.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(status.error().message(),
+              HasSubstr("--dns-name and --ip: 101 names given, at most 100"));
+}
+
 TEST(PkiNames, NothingToNameIsAnError) {
   ServiceIdentity identity;
   identity.ip_addresses = {"10.0.0.1"};
