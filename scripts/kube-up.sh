@@ -70,6 +70,9 @@ build() {
   ldflags+=" -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
   ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$version"
+  # Without DWARF and the symbol table the link of this large executable is shorter, and a
+  # test bed has no debugger to feed; panics still print their stacks (pclntab stays).
+  ldflags+=" -s -w"
   [[ $go_version =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 26)) ||
     die "Go 1.26 or later is needed to build kube-apiserver; this is $go_version"
   key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/*.go <(echo "$go_version $ldflags") |
