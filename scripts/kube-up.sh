@@ -60,7 +60,7 @@ kube_version() {
 build() {
   command -v go >/dev/null ||
     die "Go is not installed; install Go 1.26 or later (scripts/setup.sh says how) and retry"
-  local go_version key out version ldflags
+  local go_version key out version ldflags gcflags
   go_version=$(go env GOVERSION)
   version=$(kube_version)
   # The version the API server reports (/version, kubectl version), as Kubernetes' own
@@ -70,13 +70,16 @@ build() {
   ldflags+=" -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
   ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
   ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$version"
-  # Without DWARF and the symbol table the link of this large executable is shorter, and a
-  # test bed has no debugger to feed; panics still print their stacks (pclntab stays).
+  # Without DWARF (not compiled, not linked) and the symbol table, the build of this large
+  # executable is shorter, and a test bed has no debugger to feed; panics still print their
+  # stacks (pclntab stays). No other program shares its module, so no compiled package is
+  # lost to the other Go builds.
   ldflags+=" -s -w"
+  gcflags="all=-dwarf=false"
   [[ $go_version =~ ^go1\.([0-9]+) ]] && ((BASH_REMATCH[1] >= 26)) ||
     die "Go 1.26 or later is needed to build kube-apiserver; this is $go_version"
-  key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/*.go <(echo "$go_version $ldflags") |
-    sha256sum | cut -c1-12)
+  key=$(cat "$sources/go.mod" "$sources/go.sum" "$sources"/*/*.go \
+    <(echo "$go_version $ldflags $gcflags") | sha256sum | cut -c1-12)
   out=$cache/controlplane/$version-$key
   if [[ -x $out/kube && -L $out/kubelet ]]; then
     echo "$out"
@@ -95,7 +98,7 @@ build() {
     log=$tmp/build.log
     # One executable, kube, with a link per program (e2e/controlplane/kube/main.go).
     if ! (cd "$sources" && GOFLAGS=-mod=readonly CGO_ENABLED=0 \
-      go build -trimpath -ldflags "$ldflags" -o "$tmp/kube" ./kube &&
+      go build -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$tmp/kube" ./kube &&
       for program in "${programs[@]}"; do ln -s kube "$tmp/$program"; done) >"$log" 2>&1; then
       local reason
       if grep -qE 'dial tcp|no such host|i/o timeout|connection refused|TLS handshake' "$log"; then
