@@ -51,6 +51,7 @@ current_stage=
 finished=false # set by the last line: a run stopped half-way records no times
 test_start=$SECONDS
 lint_pid=
+kube_pid=
 # kill_tree PID: PID and every process it started, children first.
 kill_tree() {
   local child
@@ -61,6 +62,7 @@ summary() {
   local rc=$? i name
   # The linters, when the run stopped before it awaited them.
   [[ -n $lint_pid ]] && kill_tree "$lint_pid"
+  [[ -n $kube_pid ]] && kill_tree "$kube_pid"
   progress_stop
   echo "== stage times (seconds; the last passing run on this machine beside them)"
   for i in "${!times[@]}"; do
@@ -120,6 +122,28 @@ await_beside() { # waits for every command started by beside; a failed one's log
   return "$failed"
 }
 
+# The real API server of the end-to-end tests and the peers benchmark, and the node's
+# programs, built once per machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own
+# caches): a link of a few seconds after that. The build needs nothing but Go, so it starts
+# first, at a lower priority: on a new machine it runs while setup waits on downloads and
+# the C++ builds leave a core idle, and its stage below waits for what is left of it.
+mkdir -p build
+if [[ -x e2e/run.sh ]]; then
+  nice -n 10 scripts/kube-up.sh --build >build/kube-build.log 2>&1 &
+  kube_pid=$!
+fi
+await_kube() {
+  local rc=0
+  wait "$kube_pid" || rc=$?
+  kube_pid=
+  if ((rc != 0)); then
+    tail -n 20 build/kube-build.log
+    echo "test: the Kubernetes build failed (log: build/kube-build.log)" >&2
+    return 1
+  fi
+  echo "test: Kubernetes is in $(tail -n 1 build/kube-build.log)"
+}
+
 stage "setup" scripts/setup.sh
 # Tools the project installs itself (helm) live here.
 export PATH="$PWD/.tools/bin:$PATH"
@@ -138,11 +162,8 @@ lint_pid=$!
 stage "unit tests (ci)" ctest --preset ci
 $quick || stage "build (asan)" scripts/build.sh asan
 
-if [[ -x e2e/run.sh ]]; then
-  # The real API server of the end-to-end tests and the peers benchmark, and the node's
-  # programs: built once per machine and cached (CERTCTL_CACHE_DIR/controlplane, Go's own
-  # caches), a link of a few seconds after that.
-  stage "Kubernetes (kube-apiserver, etcd, kubelet, controllers)" scripts/kube-up.sh --build
+if [[ -n $kube_pid ]]; then
+  stage "Kubernetes (kube-apiserver, etcd, kubelet, controllers)" await_kube
 fi
 
 # One stage of three that do not wait for each other: the unit tests under ASan+UBSan, the
