@@ -10,7 +10,10 @@ its main thread, so the alarm works there as it does in a serial run.
 Order: with several workers (e2e/run.sh), a long test started last would run alone at the
 end. So the tests run longest first, by the durations of the previous run (E2E_DURATIONS, a
 JSON file kept outside the clone by e2e/run.sh; node IDs are relative to the repository, so
-every clone shares it), and a test not timed yet by its time_limit. Every worker sorts the
+every clone shares it), and a test not timed yet by its time_limit. A machine's first run,
+which has no such file, takes the committed e2e/durations-seed.json instead (the tests of a
+second or more, written by `scripts/e2e-cost.py --seed`): in collection order the longest
+tests could come last and run alone. Every worker sorts the
 same file the same way, as pytest-xdist requires. Only the order changes; every test runs.
 
 Hand-out: pytest-xdist's own `--dist load` gives each worker a quarter of its share at
@@ -56,13 +59,23 @@ def in_node_tier(nodeid):
     return nodeid.startswith(NODE_TIER)
 
 
-def _previous_durations():
+SEED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations-seed.json")
+
+
+def _read_durations(path):
     try:
-        with open(DURATIONS, encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f:
             durations = json.load(f)
     except (OSError, ValueError):
-        return {}
-    return durations if isinstance(durations, dict) else {}
+        return None
+    return durations if isinstance(durations, dict) else None
+
+
+def _previous_durations():
+    durations = _read_durations(DURATIONS)
+    if durations is None:
+        durations = _read_durations(SEED)
+    return durations or {}
 
 
 def pytest_collection_modifyitems(session, config, items):

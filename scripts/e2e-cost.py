@@ -7,7 +7,10 @@ e2e/tests/node, its node); the worker time is what the suite costs the 2 workers
 together, so the stage's wall time is about half of it. Only the tests the suite has now
 count (pytest collects them first): the file keeps the durations of tests since removed.
 
-Usage: scripts/e2e-cost.py [DURATIONS_JSON] [--top N]
+With --seed, writes instead e2e/durations-seed.json: the whole seconds of every test of the
+suite that took one or more, the order a machine's first run uses (e2e/conftest.py).
+
+Usage: scripts/e2e-cost.py [DURATIONS_JSON] [--top N] [--seed]
        (default: $E2E_DURATIONS, else ~/.cache/certctl/e2e-durations.json)
 """
 
@@ -20,6 +23,7 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEED = os.path.join(REPO, "e2e", "durations-seed.json")
 BACKEND = re.compile(r"\[(?:[^\]]*-)?(emulator|real|node)(?:-[^\]]*)?\]$")
 
 
@@ -47,6 +51,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("durations", nargs="?", default=default)
     parser.add_argument("--top", type=int, default=0, help="only the N costliest rows")
+    parser.add_argument("--seed", action="store_true",
+                        help=f"write {os.path.relpath(SEED, REPO)} instead of the table")
     args = parser.parse_args()
     try:
         with open(args.durations, encoding="utf-8") as f:
@@ -55,6 +61,14 @@ def main():
         sys.exit(f"e2e-cost: cannot read {args.durations}: {e}")
 
     now = collected()
+    if args.seed:
+        seed = {nodeid: round(duration) for nodeid, duration in durations.items()
+                if nodeid in now and duration >= 1}
+        with open(SEED, "w", encoding="utf-8") as f:
+            json.dump(seed, f, indent=0, sort_keys=True)
+            f.write("\n")
+        print(f"e2e-cost: {len(seed)} tests of one second or more in {SEED}")
+        return
     untimed = len(now - durations.keys())
     seconds = collections.Counter()
     tests = collections.Counter()
