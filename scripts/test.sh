@@ -52,6 +52,7 @@ finished=false # set by the last line: a run stopped half-way records no times
 test_start=$SECONDS
 lint_pid=
 kube_pid=
+cosign_pid=
 # kill_tree PID: PID and every process it started, children first.
 kill_tree() {
   local child
@@ -63,6 +64,7 @@ summary() {
   # The linters, when the run stopped before it awaited them.
   [[ -n $lint_pid ]] && kill_tree "$lint_pid"
   [[ -n $kube_pid ]] && kill_tree "$kube_pid"
+  [[ -n $cosign_pid ]] && kill_tree "$cosign_pid"
   progress_stop
   echo "== stage times (seconds; the last passing run on this machine beside them)"
   for i in "${!times[@]}"; do
@@ -201,11 +203,22 @@ if ! $quick; then
 fi
 
 # The end-to-end tests leave most of the machine idle (their scenarios wait for events,
-# outages and lifetimes): the linters, started after the ci build, finish beside them.
+# outages and lifetimes): the linters, started after the ci build, finish beside them, and
+# cosign, which only the release-signing tests use, is built beside them too on a machine
+# that lacks it (they wait for it: scripts/install-go-tool.sh builds once for every caller).
 end_to_end_and_lint() {
   local tested=0 linted=0
+  if ! $quick; then
+    nice -n 5 scripts/install-go-tool.sh cosign >build/cosign-build.log 2>&1 &
+    cosign_pid=$!
+  fi
   if [[ -x e2e/run.sh ]]; then
     e2e/run.sh build/ci/certctl || tested=$?
+  fi
+  if [[ -n $cosign_pid ]]; then
+    # A failed build fails the signing tests, which show its log; this only reaps it.
+    wait "$cosign_pid" || true
+    cosign_pid=
   fi
   wait "$lint_pid" || linted=$?
   lint_pid=
