@@ -12,6 +12,8 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOLS_HELM = os.path.join(REPO, ".tools", "bin", "helm")
+# certctl's image as the tests name it: the chart requires one, as no public image exists.
+CERTCTL_IMAGE = {"repository": "registry.example/certctl"}
 INSTALL_HELM = os.path.join(REPO, "scripts", "install-helm.sh")
 
 

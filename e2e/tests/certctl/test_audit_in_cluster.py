@@ -1,5 +1,5 @@
 """`certctl audit` in the cluster, on the real API server: the read-only ClusterRole of
-manifests/examples/audit (and of the chart's `audit.enabled`) applied as they are, and the
+manifests/examples/audit (its image named) and of the chart's `audit.enabled` applied, and the
 audit run as the example's ServiceAccount with the in-cluster configuration and the
 CronJob's own arguments. The real authorizer grants exactly what the audit reads: it runs
 with no check left out, every request it makes is a granted read, and neither account may
@@ -8,14 +8,12 @@ e2e/tests/manifests/test_audit_manifests.py."""
 
 import json
 import os
-import subprocess
 
 import pytest
-import yaml
 
 from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
-from harness.helm import REPO, Helm, find_helm
-from harness.kubectl_path import KUBECTL
+from harness.helm import CERTCTL_IMAGE, REPO, Helm, find_helm
+from harness.kustomize import documents, kustomize
 
 pytestmark = pytest.mark.backends("real")
 
@@ -34,23 +32,11 @@ READ = [("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
-def documents(stream):
-    return [doc for doc in yaml.safe_load_all(stream) if doc]
-
-
-def kustomize(path):
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=os.path.dirname(path))
-    proc = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True,
-                          env=env, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    return documents(proc.stdout)
-
-
 def chart_audit_objects(tmp_path):
     """The chart's audit objects for release hook in infra (mode job)."""
     proc = Helm(find_helm(), tmp_path).run(
         "template", "hook", CHART, "--namespace", "infra", "--show-only", "templates/audit.yaml",
-        values={"mode": "job", "webhook": {"service": "hook"},
+        values={"mode": "job", "image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
                 "targets": {"validatingWebhooks": ["hook"]},
                 "audit": {"enabled": True, "timeZone": "Etc/UTC"}})
     assert proc.returncode == 0, proc.stderr
@@ -78,7 +64,7 @@ def allowed(cluster, user, verb, group, resource):
 
 def test_the_read_only_role_is_all_the_audit_needs_and_allows_no_write(
         cluster, certctl_binary, tmp_path):
-    example = kustomize(EXAMPLE)
+    _, example = kustomize(EXAMPLE)
     chart = chart_audit_objects(tmp_path)
     ca = run_certctl(certctl_binary, "generate", "--service", "hook", "-n", "infra", "-o",
                      "secret-json", "--log-level", "off")

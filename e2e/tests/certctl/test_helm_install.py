@@ -23,7 +23,7 @@ SERVICE_ACCOUNT = f"system:serviceaccount:{NS}:{RELEASE}-certctl"
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 VALUES = {
     "mode": "job",
-    "image": {"repository": "ghcr.io/certctl/certctl", "tag": "test"},
+    "image": {"repository": "registry.example/certctl", "tag": "test"},
     "webhook": {"service": "hook"},
     "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"],
                 "crds": ["widgets.hook.io"], "apiServices": ["v1.metrics.hook.io"]},
@@ -31,13 +31,14 @@ VALUES = {
 }
 
 
-def helm(cluster, tmp_path, *args, values_doc=None):
+def helm(cluster, tmp_path, *args, values_doc=None, check=True):
     values = tmp_path / "values.json"
     values.write_text(json.dumps(values_doc or VALUES))  # JSON is YAML
     proc = subprocess.run([find_helm(), *args, "--namespace", NS, "-f", str(values)],
                           capture_output=True, text=True, timeout=150,
                           env=helm_env(tmp_path / "helm-home", cluster.kubeconfig()))
-    assert proc.returncode == 0, f"helm {args[0]} failed:\n{proc.stdout}{proc.stderr}"
+    if check:
+        assert proc.returncode == 0, f"helm {args[0]} failed:\n{proc.stdout}{proc.stderr}"
     return proc
 
 
@@ -52,6 +53,32 @@ def bundles(cluster):
                                      "json").stdout)
     out.append(obj["spec"].get("caBundle", ""))
     return [base64.b64decode(b).decode() for b in out]
+
+
+@pytest.mark.backends("real")
+def test_without_an_image_helm_install_stops_naming_what_to_set(cluster, tmp_path):
+    """No public image of certctl exists: the chart of a clone installs nothing until
+    image.repository names one, in either mode, and its one line says how to get one."""
+    cluster.kubectl("create", "namespace", NS)
+    sidecar = {"mode": "sidecar", "sidecar": {"webhook": {"image": {"repository": "hook"}}}}
+    for mode_values in ({}, sidecar):
+        values = {**{k: v for k, v in VALUES.items() if k != "image"}, **mode_values}
+        proc = helm(cluster, tmp_path, "install", RELEASE, CHART, values_doc=values,
+                    check=False)
+        assert proc.returncode == 1, proc.stdout
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        for words in ("certctl: image.repository is required", "no public certctl image",
+                      "scripts/release.sh", "scripts/publish.sh",
+                      "--set image.repository=REGISTRY/certctl,image.tag=VERSION",
+                      "docs/try-the-chart.md"):
+            assert words in lines[0], lines[0]
+    # Nothing was created: no release, no object of the chart's.
+    listed = helm(cluster, tmp_path, "list", "-o", "json", values_doc=VALUES)
+    assert json.loads(listed.stdout) == []
+    names = cluster.kubectl("get", "serviceaccounts,roles,rolebindings,jobs,deployments",
+                            "-n", NS, "-o", "name").stdout.split()
+    assert [n for n in names if n != "serviceaccount/default"] == [], names
 
 
 @pytest.mark.backends("real")
@@ -154,7 +181,9 @@ def chart_release(tmp_path, name, digest, adds_the_pause=True):
     shutil.copytree(CHART, chart)
     values = (chart / "values.yaml").read_text()
     values, pinned = re.subn(r'(?m)^  digest: ""$', f'  digest: "{digest}"', values)
-    assert pinned == 1
+    values, named = re.subn(r'(?m)^  repository: ""$', "  repository: registry.example/certctl",
+                            values)
+    assert pinned == 1 and named == 1
     if not adds_the_pause:
         values, dropped = re.subn(r"(?m)^    preStopSleepSeconds: \d+\n", "", values)
         assert dropped == 1
@@ -203,15 +232,15 @@ def test_the_documented_upgrade_takes_the_new_charts_image_and_defaults(cluster,
         return spec["replicas"], certctl["image"], webhook.get("lifecycle")
 
     run_helm("install", RELEASE, old, "-f", str(tmp_path / "mine.json"))
-    assert deployed() == (2, f"ghcr.io/certctl/certctl@{old_digest}", None)
+    assert deployed() == (2, f"registry.example/certctl@{old_digest}", None)
 
     run_helm("upgrade", RELEASE, new, *documented_upgrade_flags())
-    assert deployed() == (2, f"ghcr.io/certctl/certctl@{new_digest}",
+    assert deployed() == (2, f"registry.example/certctl@{new_digest}",
                           {"preStop": {"sleep": {"seconds": 5}}})
 
     run_helm("rollback", RELEASE, "1")
     run_helm("upgrade", RELEASE, new, "--reuse-values")
-    assert deployed() == (2, f"ghcr.io/certctl/certctl@{old_digest}", None)
+    assert deployed() == (2, f"registry.example/certctl@{old_digest}", None)
 
 
 @pytest.mark.backends("real")
@@ -225,7 +254,7 @@ def test_a_rename_keeps_the_deployment_and_the_service_a_target_calls(cluster, t
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         cluster.kubectl("apply", "-f", "-", input=json.dumps(
             webhook_configuration(kind, "hook", ["a.hook.io"])))
-    values = {"mode": "sidecar", "webhook": {"service": "hook"},
+    values = {"mode": "sidecar", "image": VALUES["image"], "webhook": {"service": "hook"},
               "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"]},
               "sidecar": {"webhook": {"image": {"repository": "registry.example/hook",
                                                 "tag": "1.0"}}}}

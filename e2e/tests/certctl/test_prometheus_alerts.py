@@ -30,7 +30,7 @@ import yaml
 from harness import badpki
 from harness.badpki import Authority
 from harness.certctl import webhook_configuration
-from harness.helm import Helm, find_helm
+from harness.helm import CERTCTL_IMAGE, Helm, find_helm
 from harness.prometheus import Prometheus
 from harness.rbac import CHART, REPO, emulator_rules
 from harness.sidecar import Sidecar, stop_all
@@ -205,7 +205,8 @@ def test_the_documented_plain_prometheus_configuration_labels_certctls_targets(t
     # another application's pod in the namespace with a port of the same name.
     (tmp_path / "helm").mkdir()
     helm = Helm(find_helm(), tmp_path / "helm")
-    values = {"webhook": {"service": "my-hook"}, "targets": {"validatingWebhooks": ["hook"]},
+    values = {"image": CERTCTL_IMAGE, "webhook": {"service": "my-hook"},
+              "targets": {"validatingWebhooks": ["hook"]},
               "sidecar": {"webhook": {"image": {"repository": "registry.example/hook"}}}}
     proc = helm.run("template", "hook", CHART, "--namespace", namespace, values=values)
     assert proc.returncode == 0, proc.stderr

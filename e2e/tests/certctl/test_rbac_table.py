@@ -33,9 +33,9 @@ from harness import Cluster
 from harness.real_cluster import RealCluster
 from harness.certctl import (api_service, crd, run_certctl, service_with_endpoints,
                              webhook_configuration)
-from harness.helm import REPO, find_helm, helm_env
-from harness.kubectl_path import KUBECTL
+from harness.helm import CERTCTL_IMAGE, REPO, find_helm, helm_env
 from harness.kubelet import ContainerProcess, free_ports
+from harness.kustomize import kustomize
 from harness.rbac import CHART, SCOPES, grants, policy_rules, request_name, table_rules
 from kubeemu.auth import rule_allows
 
@@ -796,7 +796,7 @@ def test_table_rules_are_complete_and_least_privilege(mode):
 
 def helm_template(tmp_path, values, namespace="certctl-system"):
     path = tmp_path / "values.json"
-    path.write_text(json.dumps(values))  # JSON is YAML
+    path.write_text(json.dumps({"image": CERTCTL_IMAGE, **values}))  # JSON is YAML
     proc = subprocess.run([find_helm(), "template", "hook", CHART, "--namespace", namespace,
                            "-f", str(path)], capture_output=True, text=True, timeout=30,
                           env=helm_env(tmp_path / "helm-home", os.devnull))
@@ -832,11 +832,7 @@ def test_chart_renders_the_table(tmp_path, targets, fail_closed):
 
 
 def test_kustomize_example_grants_what_the_table_says_for_its_job():
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=EXAMPLES)
-    proc = subprocess.run([KUBECTL, "kustomize", EXAMPLES], capture_output=True, text=True,
-                          env=env, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    objects = [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+    _, objects = kustomize(EXAMPLES)
     args = one(objects, "Job")["spec"]["template"]["spec"]["containers"][0]["args"]
 
     def values_of(flag):
@@ -863,11 +859,7 @@ def certctl_container(pod_spec):
 @pytest.mark.parametrize("folder", ["sidecar", "sidecar/without-native-sidecar",
                                     "kustomize-component/with-certctl"])
 def test_sidecar_examples_grant_what_the_table_says_for_their_flags(folder):
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=EXAMPLES)
-    proc = subprocess.run([KUBECTL, "kustomize", os.path.join(EXAMPLES, folder)],
-                          capture_output=True, text=True, env=env, timeout=30)
-    assert proc.returncode == 0, proc.stderr
-    objects = [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+    _, objects = kustomize(os.path.join(EXAMPLES, folder))
     pod = one(objects, "Deployment")["spec"]["template"]["spec"]
     args = certctl_container(pod)["args"]
     assert args[0] == "run"

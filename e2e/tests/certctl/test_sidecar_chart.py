@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from harness.certctl import api_service, assert_contains, crd, webhook_configuration
-from harness.helm import Helm, by_kind, find_helm, merged, one
+from harness.helm import CERTCTL_IMAGE, Helm, by_kind, find_helm, merged, one
 from harness.kubelet import free_ports, pod_container, rewrite_flags
 from harness.sidecar import WEBHOOK_SERVER
 from harness.rbac import CHART, emulator_rules, policy_rules
@@ -59,8 +59,8 @@ REPEATABLE = {"--dns-name", "--ip", "--validating-webhook", "--mutating-webhook"
               "--apiservice"}
 
 IMAGE = {"repository": "registry.example/hook", "tag": "1.2.3"}
-MINIMAL = {"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": ["hook"]},
-           "sidecar": {"webhook": {"image": IMAGE}}}
+MINIMAL = {"image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
+           "targets": {"validatingWebhooks": ["hook"]}, "sidecar": {"webhook": {"image": IMAGE}}}
 
 POLL = 0.05
 BOUND = 20.0
@@ -161,7 +161,7 @@ def test_native_sidecar_holds_the_webhook_back_until_its_certificate_is_ready(he
 
     # A native sidecar: an init container that keeps running.
     assert certctl["restartPolicy"] == "Always"
-    assert certctl["image"] == "ghcr.io/certctl/certctl:0.2.0"
+    assert certctl["image"] == "registry.example/certctl:0.2.0"
     flags, switches = parse_run_args(certctl["args"])
     assert switches == []
     assert flags == {
@@ -233,7 +233,7 @@ def test_helm_test_runs_certctl_check_with_the_releases_names_in_mode_sidecar(he
     assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is True
     assert spec["serviceAccountName"] == f"{RELEASE}-certctl"
     (container,) = spec["containers"]
-    assert container["image"] == "ghcr.io/certctl/certctl:0.2.0"
+    assert container["image"] == "registry.example/certctl:0.2.0"
     args = container["args"]
     assert args[0] == "check"
     flags = dict(zip(args[1::2], args[2::2]))
@@ -624,7 +624,7 @@ def test_image_tags_may_be_numbers_as_set_gives_them(helm):
     assert proc.returncode == 0, proc.stderr
     objects = [o for o in yaml.safe_load_all(proc.stdout) if o]
     assert webhook_container(objects)["image"] == f"{IMAGE['repository']}:2"
-    assert sidecar(objects)["image"] == "ghcr.io/certctl/certctl:7"
+    assert sidecar(objects)["image"] == "registry.example/certctl:7"
     proc = helm.run("template", "hook", CHART, values=merged(
         MINIMAL, sidecar={"webhook": {"image": {"tag": 1.3}}}))
     assert proc.returncode != 0 and "tag" in proc.stderr  # 1.30 would have become 1.3
@@ -678,7 +678,7 @@ spec:
         {{- include "certctl.sidecarVolumes" .Subcharts.certctl | nindent 8 }}
 ''')
     # The chart does not know where another chart's webhook listens: servingAddr is set.
-    certctl_values = {"webhook": {"service": "hook"},
+    certctl_values = {"image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
                       "targets": {"validatingWebhooks": ["hook"]},
                       "sidecar": {"createDeployment": False, "replicas": 2,
                                   "servingAddr": "127.0.0.1:9443"}}
@@ -699,7 +699,7 @@ spec:
                                                     ["certctl-certs"]]
     assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
     assert parse_run_args(pod["initContainers"][0]["args"])[1] == ["--leader-elect"]
-    assert pod["initContainers"][0]["image"] == "ghcr.io/certctl/certctl:0.2.0"  # its version
+    assert pod["initContainers"][0]["image"] == "registry.example/certctl:0.2.0"  # its version
     assert len(by_kind(objects, "Role")) == 2 and one(objects, "ClusterRole")
 
 
@@ -718,7 +718,7 @@ def test_named_templates_render_the_service_account_rbac_and_hook_jobs_for_a_par
         '{{ include "certctl.serviceAccount" .Subcharts.certctl }}\n---\n'
         '{{ include "certctl.rbac" .Subcharts.certctl }}\n---\n'
         '{{ include "certctl.hookJobs" .Subcharts.certctl }}\n')
-    values = {"mode": "job", "webhook": {"service": "hook"},
+    values = {"mode": "job", "image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
               "targets": {"validatingWebhooks": ["hook"], "mutatingWebhooks": ["hook"]}}
     _, own = helm.template(merged(values, serviceAccount={"name": "hook-certctl"}))
     _, included = helm.template(

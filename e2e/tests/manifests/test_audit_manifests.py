@@ -4,13 +4,12 @@ a CronJob running `certctl audit`, and nothing of it unless asked. The same obje
 the real API server: e2e/tests/certctl/test_audit_in_cluster.py."""
 
 import os
-import subprocess
 
 import pytest
 import yaml
 
-from harness.helm import REPO, Helm, by_kind, find_helm, one
-from harness.kubectl_path import KUBECTL
+from harness.helm import CERTCTL_IMAGE, REPO, Helm, by_kind, find_helm, one
+from harness.kustomize import TEST_IMAGE, certctl_images, documents, kustomize
 
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 EXAMPLE = os.path.join(REPO, "manifests", "examples", "audit")
@@ -30,15 +29,12 @@ READ_ONLY = {(group, resource, verb)
              for verb in ("get", "list")}
 
 MODES = {
-    "job": {"mode": "job", "webhook": {"service": "hook"},
+    "job": {"mode": "job", "image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
             "targets": {"validatingWebhooks": ["hook"]}},
-    "sidecar": {"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": ["hook"]},
+    "sidecar": {"image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
+                "targets": {"validatingWebhooks": ["hook"]},
                 "sidecar": {"webhook": {"image": {"repository": "registry.example/hook"}}}},
 }
-
-
-def documents(stream):
-    return [doc for doc in yaml.safe_load_all(stream) if doc]
 
 
 def rule_set(role):
@@ -117,7 +113,7 @@ def test_the_chart_renders_the_read_only_audit_when_enabled(helm, mode):
     # Added beside the release's own objects, which stay as they were.
     assert [o for o in objects if o not in audit] == without
     container = assert_bound_read_only(audit, NS)
-    assert container["image"] == f"ghcr.io/certctl/certctl:{chart_version()}"
+    assert container["image"] == f"registry.example/certctl:{chart_version()}"
     assert container["args"] == ["audit", "--handshake", "-o", "json", "--fail-on", "critical",
                                  "--renew-before", "30d", "--log-level", "info",
                                  "--log-format", "json"]
@@ -179,23 +175,14 @@ def chart_version():
         return yaml.safe_load(f)["appVersion"]
 
 
-def kustomize(path):
-    """`kubectl kustomize` offline: no kubeconfig, no server."""
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=os.path.dirname(path))
-    proc = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True,
-                          env=env, timeout=30)
-    assert proc.returncode == 0, f"kubectl kustomize {path} failed:\n{proc.stderr}"
-    return documents(proc.stdout)
-
-
 def test_the_example_renders_the_same_read_only_audit(helm):
-    objects = kustomize(EXAMPLE)
+    _, objects = kustomize(EXAMPLE)
 
     assert sorted(o["kind"] for o in objects) == AUDIT_KINDS
     assert audit_objects(objects) == sorted(objects, key=lambda o: o["kind"])
     container = assert_bound_read_only(objects, "certctl-audit")
     assert {o["metadata"]["name"] for o in objects} == {"certctl-audit"}
-    assert container["image"] == f"ghcr.io/certctl/certctl:{chart_version()}"
+    assert certctl_images(objects) == [("CronJob", "certctl-audit", TEST_IMAGE)]
     assert container["args"][:4] == ["audit", "--handshake", "-o", "json"]
     # The chart grants the same, rule for rule.
     chart = render(helm, {**MODES["job"], "audit": {"enabled": True}})

@@ -49,6 +49,13 @@ def chart(tmp_path):
     root = tmp_path / "repo"
     shutil.copytree(os.path.join(REPO, EXAMPLE), root / EXAMPLE)
     shutil.copytree(os.path.join(REPO, CERTCTL_CHART), root / CERTCTL_CHART)
+    # certctl's image, as a user names it (no public image exists).
+    values = root / EXAMPLE / "values.yaml"
+    text = values.read_text(encoding="utf-8")
+    unset = '    repository: ""\n'
+    assert text.count(unset) == 1
+    values.write_text(text.replace(unset, "    repository: registry.example/certctl\n"),
+                      encoding="utf-8")
     path = str(root / EXAMPLE)
     run(tmp_path, "dependency", "update", path)
     return path

@@ -9,32 +9,23 @@ and the Role's resourceNames allow.
 
 import os
 import shutil
-import subprocess
-
-import yaml
 
 from harness.helm import by_kind, one
+from harness.kustomize import kustomize, name_image
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 EXAMPLES = os.path.join(REPO, "manifests", "examples")
-KUBECTL = "/usr/bin/kubectl"
 OLD, NEW = "example-webhook", "payments-hook"
 LINE = f"- webhook={OLD}"
 
 
-def kustomize(path):
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=str(path))
-    proc = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True,
-                          env=env, timeout=30)
-    assert proc.returncode == 0, f"kubectl kustomize {path} failed:\n{proc.stderr}"
-    return proc.stdout, [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
-
-
 def renamed_copy(tmp_path, folder, kustomization):
-    """A copy of the examples with the webhook's name changed in one line of one file."""
+    """A copy of the examples, certctl's image set, with the webhook's name changed in one
+    line of one file."""
     copy = tmp_path / "examples"
     shutil.copytree(EXAMPLES, copy)
+    assert name_image(copy) >= 3  # the Job's, the sidecar's, the audit's
     path = copy / kustomization
     text = path.read_text(encoding="utf-8")
     assert text.count(LINE) == 1, f"{kustomization} must set the name once"

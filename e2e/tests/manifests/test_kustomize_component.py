@@ -7,7 +7,7 @@ Offline, `kubectl kustomize` renders: the native sidecar, its volumes and probes
 read-only mount in the first container, the RBAC named and limited by the settings
 ConfigMap, and nothing else of the user's Deployment changed; the label instead of the name;
 both target components; the README's recipe for more flags and targets; the errors the
-component documents. Against the emulator: `kubectl apply -k` applies the overlay, and the
+component documents. On the real API server: the overlay applies (its image named), and the
 stored pod template's certctl container and webhook container (the example webhook server,
 e2e/harness/webhook_server.py, for the image registry.example/my-webhook), run as local
 processes with exactly the stored RBAC (harness.kubelet.pod_container), show readiness
@@ -23,13 +23,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 import yaml
 
-from harness.kubectl_path import KUBECTL
 from harness.kubelet import free_ports, pod_container, rewrite_flags
+from harness.kustomize import TEST_IMAGE, certctl_images, kustomize, name_image, run_kustomize
 from harness.rbac import policy_rules
 from harness.sidecar import WEBHOOK_SERVER, handshake
 from harness.waiting import wait_for
@@ -47,16 +46,6 @@ LABEL = ("certctl.io/sidecar", "enabled")
 ADDED_KINDS = ["ClusterRole", "ClusterRoleBinding", "Role", "Role", "RoleBinding",
                "RoleBinding", "ServiceAccount"]
 SERVING_DROP = 10.0  # the serving check re-runs every 5 s while it holds
-
-
-def kustomize(path, check=True):
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=os.path.dirname(path))
-    proc = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True,
-                          env=env, timeout=30)
-    if not check:
-        return proc
-    assert proc.returncode == 0, f"kubectl kustomize {path} failed:\n{proc.stderr}"
-    return proc.stdout, [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
 def settings():
@@ -92,12 +81,14 @@ def unordered(rules):
 
 
 def copy_tree(tmp_path):
-    """The component and the example under tmp_path, where a test may change them; the
-    overlay's relative path to the component still holds. Returns (base, overlay)."""
+    """The component and the example under tmp_path, where a test may change them, with
+    certctl's image set; the overlay's relative path to the component still holds. Returns
+    (base, overlay)."""
     root = tmp_path / "manifests"
     shutil.copytree(os.path.join(MANIFESTS, "kustomize"), root / "kustomize")
     shutil.copytree(EXAMPLE, root / "examples" / "kustomize-component")
     example = root / "examples" / "kustomize-component"
+    assert name_image(example) == 1  # the settings, as a user sets them
     return example / "webhook", example / "with-certctl"
 
 
@@ -126,7 +117,7 @@ def test_overlay_adds_the_native_sidecar_to_the_named_deployment():
     pod = dep["spec"]["template"]["spec"]
     certctl = pod["initContainers"][0]
     assert certctl["name"] == "certctl" and certctl["restartPolicy"] == "Always"
-    assert certctl["image"] == "ghcr.io/certctl/certctl:0.2.0"
+    assert certctl_images(objects) == [("Deployment", dep["metadata"]["name"], TEST_IMAGE)]
     # The layout the component fixes, with the settings in place and the target flag that
     # validating-webhook/ inserted after `run`.
     assert certctl["args"] == [
@@ -329,7 +320,7 @@ def test_a_target_component_before_the_sidecar_stops_the_build(tmp_path):
     assert sidecar + target in text
     kustomization.write_text(text.replace(sidecar + target, target + sidecar),
                              encoding="utf-8")
-    proc = kustomize(str(overlay), check=False)
+    proc = run_kustomize(str(overlay))
     # The JSON patch's test on initContainers/0 fails: no pod without certctl's flag.
     assert proc.returncode != 0 and "initContainers/0" in proc.stderr, proc.stderr
 
@@ -337,7 +328,7 @@ def test_a_target_component_before_the_sidecar_stops_the_build(tmp_path):
 def test_a_missing_setting_stops_the_build(tmp_path):
     _, overlay = copy_tree(tmp_path)
     edit_yaml(overlay / "certctl-sidecar.yaml", lambda docs: docs[0]["data"].pop("secret"))
-    proc = kustomize(str(overlay), check=False)
+    proc = run_kustomize(str(overlay))
     assert proc.returncode != 0 and "data.secret" in proc.stderr, proc.stderr
 
 
@@ -373,8 +364,9 @@ def test_namespace_transformer_keeps_the_events_role_in_default(tmp_path):
 def test_overlay_applies_and_readiness_follows_the_serving_check(cluster, certctl_binary,
                                                                  tmp_path):
     cluster.kubectl("create", "namespace", NS)
-    cluster.kubectl("apply", "-k", OVERLAY, "--dry-run=server")
-    cluster.kubectl("apply", "-k", OVERLAY)
+    stream, _ = kustomize(OVERLAY)
+    cluster.kubectl("apply", "-f", "-", "--dry-run=server", input=stream)
+    cluster.kubectl("apply", "-f", "-", input=stream)
     # The settings are local-config: never applied.
     missing = cluster.kubectl("get", "configmap", "certctl-sidecar", "-n", NS, check=False)
     assert missing.returncode != 0 and "NotFound" in missing.stderr, missing.stderr

@@ -20,8 +20,9 @@ import subprocess
 import pytest
 import yaml
 
-from harness.helm import INSTALL_HELM, by_kind, find_helm, helm_env, one
-from harness.kubectl_path import KUBECTL
+from harness.helm import CERTCTL_IMAGE, INSTALL_HELM, by_kind, find_helm, helm_env, one
+from harness.kustomize import (MISSING, TEST_IMAGE, certctl_images, documents, kustomize,
+                               name_image, run_kustomize)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -48,7 +49,7 @@ REPEATABLE = {"--dns-name", "--ip", "--validating-webhook", "--mutating-webhook"
               "--apiservice"}
 # Mode `job` (the hook Jobs); the chart's default mode `sidecar` has its own tests in
 # e2e/tests/certctl/test_sidecar_chart.py.
-MINIMAL = {"mode": "job", "webhook": {"service": "hook"},
+MINIMAL = {"mode": "job", "image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
            "targets": {"validatingWebhooks": ["hook"]}}
 
 # Every knob set to a non-default value.
@@ -127,19 +128,6 @@ class Helm:
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory):
     return Helm(find_helm(), tmp_path_factory.mktemp("helm"))
-
-
-def kustomize(path):
-    """`kubectl kustomize` offline: no kubeconfig, no server."""
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=os.path.dirname(path))
-    proc = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True,
-                          env=env, timeout=30)
-    assert proc.returncode == 0, f"kubectl kustomize {path} failed:\n{proc.stderr}"
-    return proc.stdout, documents(proc.stdout)
-
-
-def documents(stream):
-    return [doc for doc in yaml.safe_load_all(stream) if doc]
 
 
 # --- object helpers -------------------------------------------------------------------
@@ -294,8 +282,8 @@ def can_i(cluster, user, verb, resource, namespace=None):
 @pytest.mark.parametrize("values", [
     MINIMAL,
     FULL,
-    {"mode": "job", "webhook": {"service": "hook"}, "targets": {"webhookSelector": "app=hook"}},
-    {"mode": "job", "webhook": {"service": "hook"}, "targets": {"crds": ["widgets.hook.io"]}},
+    merged(MINIMAL, targets={"validatingWebhooks": [], "webhookSelector": "app=hook"}),
+    merged(MINIMAL, targets={"validatingWebhooks": [], "crds": ["widgets.hook.io"]}),
 ], ids=["minimal", "full", "selector", "crd"])
 def test_helm_lint_passes_with_required_values(helm, values):
     proc = helm.run("lint", "--strict", CHART, "--namespace", "infra", values=values)
@@ -304,15 +292,18 @@ def test_helm_lint_passes_with_required_values(helm, values):
 
 
 @pytest.mark.parametrize("values, message", [
-    (None, "webhook.service is required"),
-    ({"targets": {"validatingWebhooks": ["hook"]}}, "webhook.service is required"),
-    ({"webhook": {"service": "hook"}}, "at least one target is required"),
-    ({"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": [], "crds": [],
-                                                  "webhookSelector": ""}},
+    (None, "image.repository is required: no public certctl image exists yet"),
+    (merged(MINIMAL, image={"repository": ""}), "image.repository is required"),
+    ({"image": CERTCTL_IMAGE, "targets": {"validatingWebhooks": ["hook"]}},
+     "webhook.service is required"),
+    ({"image": CERTCTL_IMAGE, "webhook": {"service": "hook"}}, "at least one target is required"),
+    ({"image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
+      "targets": {"validatingWebhooks": [], "crds": [], "webhookSelector": ""}},
      "at least one target is required"),
     (merged(MINIMAL, mode="sidecar"), "sidecar.webhook.image.repository is required"),
     (merged(MINIMAL, serviceAccount={"create": False}), "serviceAccount.name is required"),
-], ids=["no-values", "no-service", "no-target", "empty-targets", "sidecar", "sa-without-name"])
+], ids=["no-values", "no-image", "no-service", "no-target", "empty-targets", "sidecar",
+        "sa-without-name"])
 def test_missing_required_values_fail_lint_and_template_with_a_clear_message(
         helm, values, message):
     lint = helm.run("lint", CHART, values=values)
@@ -472,16 +463,16 @@ def test_minimal_values_give_the_documented_defaults(helm):
     assert flags == {"--phase": ["inject"], **common, "--validating-webhook": ["hook"],
                      "--wait-for-targets": ["2m"]}
     assert switches == []
-    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:0.2.0"
+    assert container(job_for(objects, "secret"))["image"] == "registry.example/certctl:0.2.0"
 
 
 def test_a_digest_pins_the_image_in_preference_to_the_tag(helm):
     digest = "sha256:" + "ab" * 32
     _, objects = helm.template(merged(MINIMAL, image={"tag": "9.9.9", "digest": digest}))
     for phase in ("secret", "inject"):
-        assert container(job_for(objects, phase))["image"] == f"ghcr.io/certctl/certctl@{digest}"
+        assert container(job_for(objects, phase))["image"] == f"registry.example/certctl@{digest}"
     _, objects = helm.template(merged(MINIMAL, image={"tag": "9.9.9", "digest": ""}))
-    assert container(job_for(objects, "secret"))["image"] == "ghcr.io/certctl/certctl:9.9.9"
+    assert container(job_for(objects, "secret"))["image"] == "registry.example/certctl:9.9.9"
     # Anything but a sha256 digest is refused by the schema, naming the value.
     proc = helm.run("template", "hook", CHART, values=merged(MINIMAL, image={"digest": "latest"}))
     assert proc.returncode != 0 and "image.digest" in proc.stderr, proc.stderr
@@ -560,8 +551,8 @@ def test_job_pods_run_unprivileged_as_the_chart_service_account(helm):
     {"webhookSelector": "app=hook"},
 ], ids=["validating", "crd-apiservice-mutating", "all", "selector-only"])
 def test_rbac_is_least_privilege(helm, targets):
-    values = {"mode": "job", "webhook": {"service": "hook"}, "targets": targets,
-              "secretName": "hook-tls"}
+    values = {"mode": "job", "image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
+              "targets": targets, "secretName": "hook-tls"}
     _, objects = helm.template(values, namespace="infra", release="hook")
     assert_no_wildcards(objects)
     sa = one(objects, "ServiceAccount")
@@ -704,6 +695,7 @@ def test_examples_render_offline_with_kubectl_kustomize():
         assert obj["metadata"]["labels"]["app.kubernetes.io/name"] == "certctl"
 
     job = one(objects, "Job")
+    assert certctl_images(objects) == [("Job", "certctl", TEST_IMAGE)]
     flags, switches = parse_args(container(job)["args"])
     assert flags["--phase"] == ["all"]
     assert flags["--service"] == ["example-webhook"]
@@ -729,6 +721,7 @@ def test_examples_render_offline_with_kubectl_kustomize():
 def test_examples_change_namespace_in_one_place(tmp_path):
     copy_dir = tmp_path / "examples"
     shutil.copytree(EXAMPLES, copy_dir)
+    assert name_image(copy_dir) >= 3
     kustomization = copy_dir / "kustomization.yaml"
     text = kustomization.read_text(encoding="utf-8")
     assert text.count("namespace: example-system") == 1
@@ -738,6 +731,32 @@ def test_examples_change_namespace_in_one_place(tmp_path):
     assert "example-system" not in stream
     for binding in by_kind(objects, "RoleBinding") + by_kind(objects, "ClusterRoleBinding"):
         assert binding["subjects"][0]["namespace"] == "team-x"
+
+
+@pytest.mark.backends("real")
+def test_without_an_image_kubectl_apply_stops_naming_where_to_set_it(cluster):
+    """`kubectl apply -k` of each example before certctl's image is set (no public image
+    exists): kustomize stops before anything is sent, naming the field and the ConfigMap it
+    goes in, where a commented line shows how; nothing is created. Set as that line shows,
+    the example renders with the image."""
+    config_maps = {EXAMPLES: "certctl-image",
+                   os.path.join(EXAMPLES, "audit"): "certctl-image",
+                   os.path.join(EXAMPLES, "sidecar"): "certctl-image",
+                   os.path.join(EXAMPLES, "kustomize-component", "with-certctl"):
+                       "certctl-sidecar"}
+    kinds = "all,serviceaccounts,roles,rolebindings,clusterroles,clusterrolebindings," \
+        "validatingwebhookconfigurations"
+    before = cluster.kubectl("get", kinds, "-A", "-o", "name").stdout
+    for folder, config_map in config_maps.items():
+        where = f"{MISSING} ConfigMap.[noVer].[noGrp]/{config_map}."
+        offline = run_kustomize(folder)
+        assert offline.returncode != 0 and where in offline.stderr, offline.stderr
+        proc = cluster.kubectl("apply", "-k", folder, check=False)
+        assert proc.returncode != 0 and proc.stdout == "", proc.stdout
+        assert where in proc.stderr, proc.stderr
+        _, objects = kustomize(folder)
+        assert [image for _, _, image in certctl_images(objects)] == [TEST_IMAGE], folder
+    assert cluster.kubectl("get", kinds, "-A", "-o", "name").stdout == before
 
 
 @pytest.mark.backends("real")

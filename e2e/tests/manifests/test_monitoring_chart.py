@@ -29,7 +29,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.helm import Helm, by_kind, find_helm, merged, one
+from harness.helm import CERTCTL_IMAGE, Helm, by_kind, find_helm, merged, one
 from harness.operator_crds import operator_crds
 from harness.prometheus import find_tool
 from harness.rbac import CHART, REPO
@@ -42,8 +42,8 @@ MONITORING_DOC = os.path.join(REPO, "docs", "monitoring.md")
 NS = "infra"
 RELEASE = "rel"
 IMAGE = {"repository": "registry.example/hook", "tag": "1.2.3"}
-MINIMAL = {"webhook": {"service": "hook"}, "targets": {"validatingWebhooks": ["hook"]},
-           "sidecar": {"webhook": {"image": IMAGE}}}
+MINIMAL = {"image": CERTCTL_IMAGE, "webhook": {"service": "hook"},
+           "targets": {"validatingWebhooks": ["hook"]}, "sidecar": {"webhook": {"image": IMAGE}}}
 PROMETHEUS_PEER = {"namespaceSelector": {"matchLabels": {
     "kubernetes.io/metadata.name": "monitoring"}},
     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}

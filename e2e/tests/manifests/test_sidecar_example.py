@@ -16,14 +16,12 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import time
 
 import pytest
-import yaml
 
-from harness.kubectl_path import KUBECTL
 from harness.kubelet import free_ports, pod_container, rewrite_flags
+from harness.kustomize import TEST_IMAGE, certctl_images, kustomize, name_image
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -34,14 +32,6 @@ NS = "example-system"
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 KINDS = ["ClusterRole", "ClusterRoleBinding", "Deployment", "Role", "Role", "RoleBinding",
          "RoleBinding", "Service", "ServiceAccount", "ValidatingWebhookConfiguration"]
-
-
-def kustomize(path):
-    env = dict(os.environ, KUBECONFIG=os.devnull, HOME=os.path.dirname(path))
-    proc = subprocess.run([KUBECTL, "kustomize", path], capture_output=True, text=True,
-                          env=env, timeout=30)
-    assert proc.returncode == 0, f"kubectl kustomize {path} failed:\n{proc.stderr}"
-    return proc.stdout, [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
 def one(objects, kind):
@@ -86,6 +76,7 @@ def test_native_sidecar_example_shape():
                                         "namespace": NS}]
 
     deployment, pod = one(objects, "Deployment"), pod_of(objects)
+    assert certctl_images(objects) == [("Deployment", "example-webhook", TEST_IMAGE)]
     assert deployment["spec"]["replicas"] == 2
     assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
     [certctl] = pod["initContainers"]
@@ -171,6 +162,7 @@ def test_variant_without_native_sidecars_starts_the_server_through_certctl_wait(
 def test_namespace_changes_in_one_place(tmp_path):
     copy_dir = tmp_path / "sidecar"
     shutil.copytree(EXAMPLE, copy_dir)
+    assert name_image(copy_dir) == 1
     kustomization = copy_dir / "native" / "kustomization.yaml"
     text = kustomization.read_text(encoding="utf-8")
     assert text.count(f"namespace: {NS}") == 1

@@ -307,6 +307,8 @@ is none. templates/validate.yaml turns it into a failure.
 {{- $monitoringProblem := include "certctl.monitoringProblem" . -}}
 {{- if not (has .Values.mode (list "sidecar" "job")) -}}
 certctl: unknown mode {{ .Values.mode | quote }}; use mode: sidecar or mode: job
+{{- else if not .Values.image.repository -}}
+certctl: image.repository is required: no public certctl image exists yet. Build and push one (scripts/release.sh, then scripts/publish.sh) and install the chart it published, or give this one --set image.repository=REGISTRY/certctl,image.tag=VERSION; to try certctl on this machine without a registry, see docs/try-the-chart.md
 {{- else if not .Values.webhook.service -}}
 certctl: webhook.service is required: the name of the webhook's Service, whose DNS names the server certificate covers (--set webhook.service=NAME)
 {{- else if not (or $t.validatingWebhooks $t.mutatingWebhooks $t.crds $t.apiServices $t.webhookSelector) -}}
