@@ -2,6 +2,7 @@
 
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "certctl/util/duration.h"
 #include "certctl/util/finding.h"
@@ -55,11 +56,16 @@ nlohmann::ordered_json AuditReportToJson(const audit::AuditReport& report,
 std::string AuditReportToText(const audit::AuditReport& report) {
   std::string text;
   int critical = 0;
+  std::vector<FindingCode> codes;
   for (const audit::AuditFinding& finding : report.findings) {
     critical += finding.severity == audit::Severity::kCritical ? 1 : 0;
     text += std::string(audit::SeverityName(finding.severity)) + " " + finding.object +
             (finding.entry.empty() ? "" : " " + finding.entry) + ": " + finding.message + " [" +
             std::string(FindingCodeName(finding.code)) + "]\n";
+    codes.push_back(finding.code);
+  }
+  if (!codes.empty()) {
+    text += FindingHelpLine(codes) + "\n";
   }
   for (const std::string& note : report.notes) {
     text += "note: " + note + "\n";

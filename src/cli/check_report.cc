@@ -1,5 +1,7 @@
 #include "cli/check_report.h"
 
+#include <vector>
+
 #include "certctl/util/duration.h"
 #include "certctl/util/finding.h"
 
@@ -80,9 +82,14 @@ std::string CheckReportToText(const controller::CheckReport& report) {
     }
     out += "\n";
   }
+  std::vector<FindingCode> codes;
   for (const Finding& finding : findings) {
     out += finding.object + ": " + finding.message + " [" +
            std::string(FindingCodeName(finding.code)) + "]\n";
+    codes.push_back(finding.code);
+  }
+  if (!codes.empty()) {
+    out += FindingHelpLine(codes) + "\n";
   }
   for (const std::string& note : report.notes) {
     out += "note: " + note + "\n";

@@ -63,7 +63,12 @@ Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::
     return Fail(stored.error());
   }
   if (!stored->has_value()) {
-    report.other_findings.push_back({FindingCode::kMissing, secret_object, "does not exist"});
+    // Said with the command that makes it, since a first check usually comes before any.
+    report.other_findings.push_back(
+        {FindingCode::kMissing, secret_object,
+         "does not exist; certctl creates it: certctl job --phase secret -n " + std::string(ns) +
+             " --secret " + std::string(name) +
+             " --service SERVICE (the chart's hook runs it), or certctl run beside the webhook"});
     return report;
   }
   report.other_findings = std::move((*stored)->pair.findings);

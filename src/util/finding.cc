@@ -1,5 +1,6 @@
 #include "certctl/util/finding.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -56,6 +57,23 @@ std::optional<FindingCode> ParseFindingCode(std::string_view name) {
     }
   }
   return std::nullopt;
+}
+
+std::string FindingHelp(FindingCode code) {
+  return "docs/troubleshooting.md#" + std::string(FindingCodeName(code));
+}
+
+std::string FindingHelpLine(const std::vector<FindingCode>& codes) {
+  std::vector<FindingCode> seen;
+  std::string line;
+  for (const FindingCode code : codes) {
+    if (std::find(seen.begin(), seen.end(), code) != seen.end()) {
+      continue;
+    }
+    seen.push_back(code);
+    line += (line.empty() ? "what to do: " : ", ") + FindingHelp(code);
+  }
+  return line;
 }
 
 std::string JoinFindings(const std::vector<Finding>& findings) {

@@ -17,6 +17,7 @@ Every wait polls (every 50 or 100 ms) under a bound; nothing sleeps to wait for 
 
 import base64
 import copy
+import datetime
 import json
 import os
 import signal
@@ -132,6 +133,11 @@ def lines(result):
     return result.stdout.splitlines()
 
 
+def what_to_do(*codes):
+    """The line after the findings: each code's section of the troubleshooting page."""
+    return "what to do: " + ", ".join(f"docs/troubleshooting.md#{code}" for code in codes)
+
+
 @pytest.fixture
 def demo(cluster):
     cluster.kubectl("create", "namespace", NS)
@@ -177,6 +183,7 @@ def test_check_names_every_entry_whose_called_name_is_not_covered(demo, certctl_
         "[target-name-not-covered]",
         "apiservice/v1.metrics.hook.io: spec.service calls hook-a.demo.svc, which the "
         f"certificate does not name (it names {NAMES_B}) [target-name-not-covered]",
+        what_to_do("target-name-not-covered"),
     ]
 
     result = check(demo, certctl_binary, "--service", "hook-b", "-o", "json", targets=targets)
@@ -200,7 +207,7 @@ def test_check_names_every_entry_whose_called_name_is_not_covered(demo, certctl_
     ]
     # The JSON messages are the text lines without object and code.
     assert [f"{f['object']}: {f['message']} [{f['code']}]" for f in doc["findings"]] == \
-        lines(text)
+        lines(text)[:-1]
     assert doc["notes"] == []
 
     only_reads, verbs = read_only(demo.request_log(), "checker")
@@ -232,7 +239,8 @@ def test_check_reports_a_missing_service_and_a_missing_port(demo, certctl_binary
     assert wrong_port.returncode == 1, wrong_port.stderr
     assert lines(wrong_port) == [
         f"service/{NS}/hook: has no port 8443 (it has 443); validatingwebhookconfiguration/hook "
-        "webhooks[0] (a.example.com) calls port 8443 [service-port-missing]"]
+        "webhooks[0] (a.example.com) calls port 8443 [service-port-missing]",
+        what_to_do("service-port-missing")]
 
     # An entry that names no port calls 443.
     without_port = copy.deepcopy(hook)
@@ -253,7 +261,8 @@ def test_check_reports_a_service_without_a_ready_endpoint(demo, certctl_binary):
     apply(demo, vwc("hook", ["a.example.com"], ca), service)
     no_ready = [f"service/{NS}/hook: has no ready endpoint for port 443 (no EndpointSlice lists "
                 "one), so the API server's calls from validatingwebhookconfiguration/hook "
-                "webhooks[0] (a.example.com) cannot connect [no-ready-endpoints]"]
+                "webhooks[0] (a.example.com) cannot connect [no-ready-endpoints]",
+                what_to_do("no-ready-endpoints")]
 
     def verdict(slice_obj):
         apply(demo, slice_obj)
@@ -333,6 +342,7 @@ def test_check_turns_forbidden_service_reads_into_notes(demo, certctl_binary):
         "validatingwebhookconfiguration/hook: webhooks[0] (a.example.com) calls "
         f"hook-a.demo.svc, which the certificate does not name (it names {NAMES_HOOK}) "
         "[target-name-not-covered]",
+        what_to_do("target-name-not-covered"),
         f"note: could not read service/{NS}/hook-a (get services {NS}/hook-a: services "
         f"\"hook-a\" is forbidden: User \"{no_services}\" cannot get resource \"services\" in "
         f"API group \"\" in the namespace \"{NS}\"), so whether the API server can reach it "
@@ -470,7 +480,8 @@ def test_an_external_wildcard_covers_exactly_one_label_in_any_case(demo, certctl
     assert lines(two_labels) == [
         "validatingwebhookconfiguration/hook: webhooks[0] (a.example.com) calls "
         "https://a.b.demo.svc/x, whose host a.b.demo.svc the certificate does not name "
-        "(it names *.demo.svc) [target-name-not-covered]"]
+        "(it names *.demo.svc) [target-name-not-covered]",
+        what_to_do("target-name-not-covered")]
     no_label = verdict("https://demo.svc/x")
     assert no_label.returncode == 1, no_label.stderr
     assert "whose host demo.svc the certificate does not name" in no_label.stdout
@@ -912,7 +923,7 @@ def test_the_hold_annotation_makes_an_operators_ignore_stick(cluster, sidecars, 
 def test_run_sets_fail_only_on_entries_the_api_server_can_call(cluster, sidecars):
     """SPEC 4a, per entry: Fail only while the Service an entry calls exists with the port it
     names and has a ready endpoint; the others keep Ignore, and the log says why. Nothing
-    watches Services: certctl looks again every few seconds while an entry waits."""
+    watches Services: certctl looks again by itself while an entry waits."""
     cluster.kubectl("create", "namespace", NS)
     configuration = vwc("hook", ["a.example.com", "b.example.com"],
                         policies=["Ignore", "Ignore"])
@@ -932,11 +943,38 @@ def test_run_sets_fail_only_on_entries_the_api_server_can_call(cluster, sidecars
 
     slice_["endpoints"][0]["conditions"]["ready"] = True
     apply(cluster, slice_)  # no signal: certctl looks again by itself
+    # Its looks: 5 s after the reason changed (the Service came), then 10 s after that.
     wait_for(lambda: policies(cluster) == ["Fail", "Ignore"], "Fail on the entry on port 443",
-             bound=10, watch=[sidecar], poll=0.1)
+             bound=15, watch=[sidecar], poll=0.1)
     assert "has no port 9999" in sidecar.log()
     more_passes(cluster, sidecar, lambda: sidecar.send(signal.SIGHUP), "SIGHUP")
     assert policies(cluster) == ["Fail", "Ignore"]
+
+
+@pytest.mark.backends("real")
+def test_run_looks_at_a_kept_entrys_service_less_often_while_nothing_changes(cluster,
+                                                                               sidecars):
+    """An entry that stays uncallable is judged again 5 s after it was first kept, then 10 s
+    later, twice as long each time up to 2 minutes: not a read of its Service every 5 s for
+    ever."""
+    cluster.kubectl("create", "namespace", NS)
+    apply(cluster, vwc("hook", ["a.example.com"], policies=["Ignore"]))
+    sidecar = sidecars("hook", "--failure-policy-once-ready", "Fail")
+    wait_for(lambda: sidecar.readyz()[0] == 200, "ready", watch=[sidecar])
+    wait_quiet(cluster, sidecar)  # the passes that followed its own first writes
+    cluster.reset_request_log()
+
+    def service_reads():
+        return [datetime.datetime.fromisoformat(e["time"].rstrip("Z"))
+                for e in requests_by(cluster, USER) if e["resource"] == "services"]
+
+    wait_for(lambda: len(service_reads()) >= 2, "two more looks at the missing Service",
+             bound=45, watch=[sidecar], poll=0.2)
+    first, second = service_reads()[:2]
+    gap = (second - first).total_seconds()
+    assert gap >= 8, f"{gap:.1f} s between two looks; a fixed 5 s poll would give 5"
+    assert policies(cluster) == ["Ignore"]
+    assert "kept failurePolicy Ignore on 1 entry the API server cannot call" in sidecar.log()
 
 
 @pytest.mark.backends("real")

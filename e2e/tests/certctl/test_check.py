@@ -139,7 +139,8 @@ def test_empty_and_foreign_ca_bundles_are_reported(cluster, certctl_binary, setu
     text = check(cluster, certctl_binary, "--mutating-webhook", "hook-mutating")
     assert text.returncode == 1
     assert text.stdout == ("mutatingwebhookconfiguration/hook-mutating webhook m.hook.io: "
-                           "caBundle is empty [ca-bundle-mismatch]\n")
+                           "caBundle is empty [ca-bundle-mismatch]\n"
+                           "what to do: docs/troubleshooting.md#ca-bundle-mismatch\n")
 
 
 @pytest.mark.backends("real")

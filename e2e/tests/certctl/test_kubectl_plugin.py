@@ -147,7 +147,13 @@ def test_kubeconfig_and_context_flags_go_after_the_plugin_name(kubectl_plugin, c
                            "--secret", "not-mine", "-n", NS, "--log-level", "off")
     # As admin the Secret is readable and simply absent.
     assert after.returncode == 1, after.stdout + after.stderr
-    assert f"secret/{NS}/not-mine: does not exist [missing]" in after.stdout
+    assert after.stdout.splitlines() == [
+        f"secret/{NS}/not-mine: does not exist; certctl creates it: certctl job --phase secret "
+        f"-n {NS} --secret not-mine --service SERVICE (the chart's hook runs it), or certctl run "
+        "beside the webhook [missing]",
+        "what to do: docs/troubleshooting.md#missing",
+        "note: no SAN was checked: name what the certificate must cover with --service, "
+        "--dns-name or --ip, or give the targets whose calls it must serve"]
 
 
 def test_audit_as_a_plugin_reads_every_webhook(kubectl_plugin, cluster, setup):

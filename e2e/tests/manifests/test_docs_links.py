@@ -1,6 +1,7 @@
 """Every relative link in the repository's Markdown leads somewhere: the file exists, and a
 `#fragment` names a heading of the page it points to (GitHub's anchors). Links to the web
-are not followed: the tests run offline."""
+are not followed: the tests run offline. The links certctl prints after its findings
+(`docs/troubleshooting.md#<code>`) lead somewhere too: every finding code has its section."""
 
 import os
 import re
@@ -81,3 +82,16 @@ def test_relative_links_lead_somewhere(path):
         if fragment and resolved.endswith(".md") and fragment not in anchors(resolved):
             broken.append(f"{path}:{number}: {target}: no heading #{fragment} in {resolved}")
     assert broken == [], "\n".join(broken)
+
+
+def finding_codes():
+    """Every code certctl can report, as src/util/finding.cc names them."""
+    with open(os.path.join(REPO, "src", "util", "finding.cc"), encoding="utf-8") as f:
+        return re.findall(r'\{FindingCode::k\w+, "([a-z-]+)"\}', f.read())
+
+
+def test_every_finding_code_has_its_troubleshooting_section():
+    codes = finding_codes()
+    assert len(codes) >= 29, codes  # the parse found the table
+    missing = sorted(set(codes) - anchors("docs/troubleshooting.md"))
+    assert missing == [], f"docs/troubleshooting.md has no section for {missing}"

@@ -48,6 +48,14 @@ enum class FindingCode {
 std::string_view FindingCodeName(FindingCode code);
 std::optional<FindingCode> ParseFindingCode(std::string_view name);
 
+// Where each code's cause and fix are told: its section in the repository's
+// docs/troubleshooting.md, whose heading is the code.
+std::string FindingHelp(FindingCode code);
+
+// "what to do: docs/troubleshooting.md#a, docs/troubleshooting.md#b", the distinct codes in
+// the order they first appear; empty for none. The line after a report's findings.
+std::string FindingHelpLine(const std::vector<FindingCode>& codes);
+
 struct Finding {
   FindingCode code;
   std::string

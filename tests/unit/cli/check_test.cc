@@ -84,6 +84,7 @@ TEST_F(CheckCommand, TextNamesTheFileAndTheProblem) {
   EXPECT_EQ(result.exit_code, 1);
   EXPECT_THAT(result.out, HasSubstr((dir_ / "tls.crt").string() + ": "));
   EXPECT_THAT(result.out, HasSubstr("[unparsable]"));
+  EXPECT_THAT(result.out, HasSubstr("\nwhat to do: docs/troubleshooting.md#unparsable\n"));
 }
 
 TEST_F(CheckCommand, MissingFileInFolderIsAFinding) {

@@ -25,6 +25,14 @@ TEST(FindingCode, NamesAreStableKebabCaseAndRoundTrip) {
   EXPECT_FALSE(ParseFindingCode("nonsense").has_value());
 }
 
+TEST(FindingHelp, NamesEachCodesSectionOnceInTheOrderFound) {
+  EXPECT_EQ(FindingHelp(FindingCode::kSanMissing), "docs/troubleshooting.md#san-missing");
+  EXPECT_EQ(FindingHelpLine({}), "");
+  EXPECT_EQ(
+      FindingHelpLine({FindingCode::kExpired, FindingCode::kSanMissing, FindingCode::kExpired}),
+      "what to do: docs/troubleshooting.md#expired, docs/troubleshooting.md#san-missing");
+}
+
 TEST(Error, WrapKeepsCodeAndPrefixesContext) {
   const Error error(ErrorCode::kConflict, "the object has been modified");
   const Error wrapped = error.Wrap("update secret/x");
