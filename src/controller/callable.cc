@@ -420,6 +420,9 @@ Result<ClosableEntries> JudgeClosableUntil(kube::Client& client,
                                            const std::vector<TargetObject>& targets,
                                            const pki::CertificateInfo* leaf, TimePoint deadline,
                                            const Clock& clock) {
+  // Pods usually become ready within seconds of the hook; one that takes longer is looked
+  // for less often, so a long wait costs a few reads, not two a second.
+  std::chrono::milliseconds interval{500};
   for (;;) {
     auto judged = JudgeClosable(client, targets, leaf);
     const auto starting = [](const ClosableEntries& closable) {
@@ -433,8 +436,8 @@ Result<ClosableEntries> JudgeClosableUntil(kube::Client& client,
       return judged;
     }
     clock.Sleep(std::min<std::chrono::milliseconds>(
-        std::chrono::seconds(1),
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.Now())));
+        interval, std::chrono::ceil<std::chrono::milliseconds>(deadline - clock.Now())));
+    interval = std::min(interval * 2, std::chrono::milliseconds(8000));
   }
 }
 

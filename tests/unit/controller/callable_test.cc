@@ -1,5 +1,6 @@
 #include "certctl/controller/callable.h"
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "certctl/kube/object.h"
 
 #include "fakes/fake_client.h"
+#include "fakes/fake_clock.h"
 #include "support/target_objects.h"
 
 namespace certctl::controller {
@@ -523,6 +525,26 @@ TEST(FailClosed, AnEntryMovedMeanwhileIsReadAgainAndStillClosed) {
   for (const Json& webhook : stored["webhooks"]) {
     EXPECT_EQ(webhook["failurePolicy"], "Fail") << webhook["name"];
   }
+}
+
+TEST_F(ServiceCheck, WaitingForAReadyEndpointLooksLessOftenAsTheWaitGoesOn) {
+  client.Put(kube::kServices, Service("hook", {{{"port", 443}}}));
+  client.Put(kube::kEndpointSlices,
+             Slice("hook", {{{"addresses", {"10.244.0.1"}}, {"conditions", {{"ready", false}}}}}));
+  const certctl::testing::FakeClock clock;
+  const TargetObject target = Vwc(
+      "hook", {WebhookEntry("a.example.com", kNs).Service(kNs, "hook").FailurePolicy("Ignore")});
+  auto judged =
+      JudgeClosableUntil(client, {target}, nullptr, clock.Now() + std::chrono::minutes(2), clock);
+  ASSERT_TRUE(judged.has_value()) << judged.error().message();
+  EXPECT_EQ(judged->kept, 1);
+  // 0.5 s, then twice as long each time up to 8 s: 20 looks in two minutes, not 120.
+  using std::chrono::milliseconds;
+  ASSERT_GE(clock.sleeps().size(), 6U);
+  EXPECT_THAT(std::vector<milliseconds>(clock.sleeps().begin(), clock.sleeps().begin() + 6),
+              ElementsAre(milliseconds(500), milliseconds(1000), milliseconds(2000),
+                          milliseconds(4000), milliseconds(8000), milliseconds(8000)));
+  EXPECT_EQ(client.CountOf(Verb::kGet, kube::kServices), 20);
 }
 
 }  // namespace
