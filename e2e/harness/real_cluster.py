@@ -167,6 +167,15 @@ class RealCluster(ClusterClient):
                             "name": role}})
         return self.service_account_token(name)
 
+    def revoke_user(self, name):
+        """Deletes the bindings add_user made for `name` (its Roles, ClusterRole and token
+        stay), so that every request of it is refused; add_user again restores them."""
+        namespace, account = self._account(name)
+        binding = f"e2e-{namespace}-{account}"
+        self.kubectl("delete", "rolebinding", "-A", "--field-selector",
+                     f"metadata.name={binding}", "--ignore-not-found")
+        self.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found")
+
     def service_account_token(self, name):
         """A token from the TokenRequest API for an existing ServiceAccount `name`
         (system:serviceaccount:NS:NAME), kept as that user's credential."""

@@ -82,7 +82,8 @@ endpoints::Response Readyz(const loop::Sidecar& sidecar, const endpoints::Query&
       listing += "[+]" + check.name + " ok\n";
     } else {
       ready = false;
-      listing += "[-]" + check.name + " failed: " + check.reason + "\n";
+      listing +=
+          "[-]" + check.name + (check.unknown ? " unknown: " : " failed: ") + check.reason + "\n";
     }
   }
   for (const std::string& unknown : excluded) {

@@ -14,12 +14,32 @@ bool RepairDamper::Overwritten(const std::string& object, const std::string& fie
   return found != written_.end() && found->second != value_now;
 }
 
+void RepairDamper::Sighted(const std::string& object, const std::string& writer,
+                           MonotonicTime now) {
+  const auto [found, first] = rows_.try_emplace(object);
+  Row& row = found->second;
+  if (row.sighted) {
+    return;  // the same change, found again by a later pass while its repair waits
+  }
+  const bool another_writer = !writer.empty() && !row.writer.empty() && writer != row.writer;
+  if (first || now - row.last > policy_.quiet || another_writer) {
+    row.repairs = 0;
+  }
+  if (!writer.empty()) {
+    row.writer = writer;
+  }
+  row.sighted = true;
+}
+
 int RepairDamper::Repaired(const std::string& object, MonotonicTime now) {
-  // Rows that went quiet are forgotten, so the map holds only objects being fought over.
-  std::erase_if(rows_, [&](const auto& entry) { return now - entry.second.last > policy_.quiet; });
+  // Rows long past any hold are forgotten, so the map holds only objects being fought over.
+  std::erase_if(rows_, [&](const auto& entry) {
+    return entry.first != object && now - entry.second.last > policy_.quiet + policy_.max_delay;
+  });
   Row& row = rows_[object];
   row.repairs += 1;
   row.last = now;
+  row.sighted = false;
   return row.repairs;
 }
 
@@ -38,7 +58,7 @@ std::optional<MonotonicTime> RepairDamper::HoldEnd(const Row& row) const {
 std::optional<MonotonicTime> RepairDamper::HeldUntil(const std::string& object,
                                                      MonotonicTime now) const {
   const auto found = rows_.find(object);
-  if (found == rows_.end() || now - found->second.last > policy_.quiet) {
+  if (found == rows_.end()) {
     return std::nullopt;
   }
   auto end = HoldEnd(found->second);

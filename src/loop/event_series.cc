@@ -15,38 +15,58 @@ std::string SeriesKey(const kube::Json& event) {
 
 }  // namespace
 
-std::optional<kube::Json> EventSeries::Admit(kube::Json event, MonotonicTime now) {
-  const auto [found, first] = series_.try_emplace(SeriesKey(event));
+EventSeries::Write EventSeries::PatchOf(const std::string& key, Series& series, MonotonicTime now) {
+  series.written = now;
+  series.held = false;
+  const kube::Json& event = series.event;
+  return {key,
+          event["metadata"]["namespace"].get<std::string>(),
+          event["metadata"]["name"].get<std::string>(),
+          event,
+          {{"count", event["count"]},
+           {"message", event["message"]},
+           {"lastTimestamp", event["lastTimestamp"]}}};
+}
+
+std::optional<EventSeries::Write> EventSeries::Admit(kube::Json event, MonotonicTime now) {
+  const std::string key = SeriesKey(event);
+  auto found = series_.find(key);
+  if (found != series_.end() && now - found->second.seen >= forget_) {
+    series_.erase(found);
+    found = series_.end();
+  }
+  if (found == series_.end()) {
+    Series& series = series_[key];
+    series.written = series.seen = now;
+    series.event = event;
+    std::string ns = event["metadata"]["namespace"].get<std::string>();
+    return Write{key, std::move(ns), "", std::move(event)};
+  }
   Series& series = found->second;
-  if (first || (!series.held && now - series.recorded >= interval_)) {
-    series.recorded = now;
-    return event;
+  series.seen = now;
+  kube::Json& stands = series.event;
+  const bool first_repeat = stands["count"] == 1;
+  stands["count"] = stands["count"].get<int>() + 1;
+  stands["message"] = event["message"];
+  stands["lastTimestamp"] = event["lastTimestamp"];
+  if (first_repeat || now - series.written >= interval_) {
+    return PatchOf(key, series, now);
   }
-  if (series.held) {
-    // The fold keeps the first repeat's name and firstTimestamp and takes the latest words.
-    kube::Json& held = *series.held;
-    held["count"] = held["count"].get<int>() + 1;
-    held["message"] = event["message"];
-    held["lastTimestamp"] = event["lastTimestamp"];
-  } else {
-    series.held = std::move(event);
-  }
+  series.held = true;
   return std::nullopt;
 }
 
-std::vector<kube::Json> EventSeries::Due(MonotonicTime now) {
-  std::vector<kube::Json> due;
+std::vector<EventSeries::Write> EventSeries::Due(MonotonicTime now) {
+  std::vector<Write> due;
   for (auto it = series_.begin(); it != series_.end();) {
     Series& series = it->second;
-    if (now - series.recorded < interval_) {
+    if (series.held && now - series.written >= interval_) {
+      due.push_back(PatchOf(it->first, series, now));
       ++it;
-    } else if (series.held) {
-      due.push_back(std::move(*series.held));
-      series.held.reset();
-      series.recorded = now;
-      ++it;
+    } else if (!series.held && now - series.seen >= forget_) {
+      it = series_.erase(it);
     } else {
-      it = series_.erase(it);  // quiet for a whole interval: the next one starts anew
+      ++it;
     }
   }
   return due;
@@ -55,11 +75,17 @@ std::vector<kube::Json> EventSeries::Due(MonotonicTime now) {
 std::optional<MonotonicTime> EventSeries::NextDue() const {
   std::optional<MonotonicTime> next;
   for (const auto& [key, series] : series_) {
-    if (series.held && (!next || series.recorded + interval_ < *next)) {
-      next = series.recorded + interval_;
+    if (series.held && (!next || series.written + interval_ < *next)) {
+      next = series.written + interval_;
     }
   }
   return next;
+}
+
+void EventSeries::Recreated(const std::string& key, const std::string& name) {
+  if (const auto found = series_.find(key); found != series_.end()) {
+    found->second.event["metadata"]["name"] = name;
+  }
 }
 
 }  // namespace certctl::loop

@@ -6,14 +6,23 @@
 
 namespace certctl::loop {
 
-kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view reason,
-                     std::string_view message, const std::string& instance, TimePoint now,
-                     EventType type) {
-  const std::string ns = about.ns.empty() ? kClusterEventsNamespace : about.ns;
+namespace {
+
+// "<object>.<nanoseconds in hex>".
+std::string EventName(const std::string& about, TimePoint now) {
   const auto nanoseconds =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
   char suffix[32];
   std::snprintf(suffix, sizeof(suffix), ".%llx", static_cast<unsigned long long>(nanoseconds));
+  return about + suffix;
+}
+
+}  // namespace
+
+kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view reason,
+                     std::string_view message, const std::string& instance, TimePoint now,
+                     EventType type) {
+  const std::string ns = about.ns.empty() ? kClusterEventsNamespace : about.ns;
   kube::Json involved = {
       {"apiVersion", about.api_version}, {"kind", about.kind}, {"name", about.name}};
   if (!about.ns.empty()) {
@@ -25,7 +34,7 @@ kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view 
   const std::string timestamp = FormatRfc3339(now);
   return {{"apiVersion", "v1"},
           {"kind", "Event"},
-          {"metadata", {{"name", about.name + suffix}, {"namespace", ns}}},
+          {"metadata", {{"name", EventName(about.name, now)}, {"namespace", ns}}},
           {"involvedObject", std::move(involved)},
           {"reason", reason},
           {"message", message},
@@ -44,6 +53,27 @@ Status RecordEvent(kube::Client& client, const kube::Json& event) {
   if (!created && created.error().code() != ErrorCode::kAlreadyExists) {
     return Fail(created.error().Wrap("record event " + event["reason"].get<std::string>()));
   }
+  return {};
+}
+
+Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, EventSeries& series,
+                        TimePoint now) {
+  if (write.name.empty()) {
+    return RecordEvent(client, write.event);
+  }
+  auto patched =
+      client.Patch(kube::kEvents, write.ns, write.name, kube::PatchType::kMerge, write.patch);
+  if (patched || patched.error().code() != ErrorCode::kNotFound) {
+    return patched ? Status{}
+                   : Fail(patched.error().Wrap("count event " +
+                                               write.event["reason"].get<std::string>()));
+  }
+  kube::Json again = write.event;
+  again["metadata"]["name"] = EventName(again["involvedObject"]["name"].get<std::string>(), now);
+  if (auto recorded = RecordEvent(client, again); !recorded) {
+    return recorded;
+  }
+  series.Recreated(write.key, again["metadata"]["name"].get<std::string>());
   return {};
 }
 

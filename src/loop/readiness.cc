@@ -42,10 +42,9 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
     certificate_.reason = reason;
     if (injected) {
       injected_.ok = injected->first;
+      injected_.unknown = false;
       injected_.reason = injected->second;
     }
-    const bool file_ready = certificate_.ok && injected_.ok;
-    const bool file_changed = file_was != file_ready;
     target_bundles_ = std::move(target_bundles);
     // Until the serving loop answers for this certificate, say what it is doing, not what
     // it last waited for.
@@ -54,17 +53,7 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
           ready ? "checking the handshake with " + FormatHostPort(config_.serving->address)
                 : "waiting for the certificate";
     }
-    // The ready file tells the webhook its certificate is there and trusted, so it follows
-    // these two checks alone: a webhook that waits for it cannot pass the serving check
-    // before it starts. Written before /readyz can say ready, never after.
-    if (!config_.ready_file.empty() && file_changed) {
-      std::error_code error;
-      if (file_ready) {
-        std::ofstream(config_.ready_file) << "ready\n";
-      } else {
-        std::filesystem::remove(config_.ready_file, error);
-      }
-    }
+    FollowReadyFileLocked(file_was);
     PublishReadiness(was_ready);
   }
   if (config_.serving) {
@@ -73,6 +62,33 @@ void Sidecar::SetCertificateReadiness(bool ready, const std::string& reason,
       serving_probe_due_ = true;
     }
     stop_changed_.notify_all();
+  }
+}
+
+void Sidecar::SetTargetChecksUnknown(const std::string& reason) {
+  const std::lock_guard lock(state_mutex_);
+  const bool was_ready = ReadyLocked();
+  const bool file_was = certificate_.ok && injected_.ok;
+  for (ReadinessCheck* check : {&injected_, &callable_}) {
+    *check = {check->name, false, reason, true};
+  }
+  FollowReadyFileLocked(file_was);
+  PublishReadiness(was_ready);
+}
+
+void Sidecar::FollowReadyFileLocked(bool file_was) {
+  // The ready file tells the webhook its certificate is there and trusted, so it follows
+  // these two checks alone: a webhook that waits for it cannot pass the serving check
+  // before it starts. Written before /readyz can say ready, never after.
+  const bool file_ready = certificate_.ok && injected_.ok;
+  if (config_.ready_file.empty() || file_ready == file_was) {
+    return;
+  }
+  std::error_code error;
+  if (file_ready) {
+    std::ofstream(config_.ready_file) << "ready\n";
+  } else {
+    std::filesystem::remove(config_.ready_file, error);
   }
 }
 
@@ -93,6 +109,7 @@ void Sidecar::SetCallableReadiness(const std::vector<Finding>& findings, Role ro
       log_(LogLevel::kWarning, "the API server cannot call every target: " + reason);
     }
     callable_.ok = findings.empty();
+    callable_.unknown = false;
     callable_.reason = reason;
     PublishReadiness(was_ready);
   }

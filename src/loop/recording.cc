@@ -125,34 +125,34 @@ void Sidecar::RecordWrites(const PassReport& report) {
         break;
     }
   }
-  for (const kube::Json& event : events) {
-    if (auto recorded = RecordEvent(client_, event); !recorded) {
-      WarnRateLimited("events", recorded.error().message());
-    }
+  // Folded like the targets' Events: a fight over tls.crt re-issues the leaf at every
+  // repair, which is one LeafReissued series, not an Event a repair.
+  for (kube::Json& event : events) {
+    RecordFoldedEvent(std::move(event));
   }
   for (const controller::ObjectReference& target : report.patched_references) {
-    RecordTargetEvent(MakeEvent(target, "CABundleInjected",
+    RecordFoldedEvent(MakeEvent(target, "CABundleInjected",
                                 "injected the CA bundle of " + secret_object, config_.instance,
                                 clock_.Now()));
   }
 }
 
-void Sidecar::RecordTargetEvent(kube::Json event) {
-  if (auto admitted = target_events_.Admit(std::move(event), clock_.Monotonic()); admitted) {
-    if (auto recorded = RecordEvent(client_, *admitted); !recorded) {
-      WarnRateLimited("events", recorded.error().message());
+void Sidecar::RecordFoldedEvent(kube::Json event) {
+  if (auto write = event_series_.Admit(std::move(event), clock_.Monotonic()); write) {
+    if (auto written = WriteSeriesEvent(client_, *write, event_series_, clock_.Now()); !written) {
+      WarnRateLimited("events", written.error().message());
     }
   }
 }
 
-void Sidecar::RecordDueTargetEvents() {
+void Sidecar::RecordDueFoldedEvents() {
   if (!leading_) {
-    target_events_.Clear();  // the leader tells what it does; this replica did nothing more
+    event_series_.Clear();  // the leader tells what it does; this replica did nothing more
     return;
   }
-  for (const kube::Json& event : target_events_.Due(clock_.Monotonic())) {
-    if (auto recorded = RecordEvent(client_, event); !recorded) {
-      WarnRateLimited("events", recorded.error().message());
+  for (const EventSeries::Write& write : event_series_.Due(clock_.Monotonic())) {
+    if (auto written = WriteSeriesEvent(client_, write, event_series_, clock_.Now()); !written) {
+      WarnRateLimited("events", written.error().message());
     }
   }
 }
@@ -192,6 +192,17 @@ std::string OpenEntries(const controller::TargetObject& target,
   return patch ? patch->dump() : "";
 }
 
+// The field manager other than certctl that last wrote `field` in `object`; empty when the
+// server keeps no managedFields or only certctl wrote it.
+std::string OtherWriter(const kube::Json& object, std::string_view field) {
+  for (const kube::FieldManager& manager : kube::ManagersOfField(object, field)) {
+    if (!manager.manager.empty() && manager.manager != kube::ClientOptions{}.field_manager) {
+      return manager.manager;
+    }
+  }
+  return "";
+}
+
 std::string SecretValue(const kube::Json& secret, std::string_view key) {
   const nlohmann::json::json_pointer pointer("/data/" + std::string(key));
   return secret.contains(pointer) && secret.at(pointer).is_string()
@@ -211,31 +222,33 @@ void Sidecar::NoteOverwrite(const Overwrite& overwrite, MonotonicTime now) {
   }
   std::string who = "another writer";
   for (const std::string& field : overwrite.fields) {
-    const auto managers = kube::ManagersOfField(overwrite.as_read, field);
-    const auto other = std::find_if(managers.begin(), managers.end(), [](const auto& manager) {
-      return manager.manager != kube::ClientOptions{}.field_manager && !manager.manager.empty();
-    });
-    if (other != managers.end()) {
-      who += " (field manager \"" + other->manager + "\")";
+    if (const std::string writer = OtherWriter(overwrite.as_read, field); !writer.empty()) {
+      who += " (field manager \"" + writer + "\")";
       break;
     }
   }
+  const std::string fight =
+      who + " keeps changing the " + JoinWithCommas(overwrite.fields) + " of " + overwrite.object;
   const auto held = damper_.HeldUntil(overwrite.object, now);
-  const std::string message = who + " keeps changing the " + JoinWithCommas(overwrite.fields) +
-                              " of " + overwrite.object + ": repaired " + std::to_string(in_a_row) +
-                              " times in a row; the next repair waits " +
-                              FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
-                                  held ? *held - now : std::chrono::seconds(0)));
-  log_(LogLevel::kWarning, message);
-  RecordTargetEvent(MakeEvent(overwrite.reference, overwrite.reason, message, config_.instance,
-                              clock_.Now(), EventType::kWarning));
+  log_(LogLevel::kWarning, fight + ": repaired " + std::to_string(in_a_row) +
+                               " times in a row; the next repair waits " +
+                               FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
+                                   held ? *held - now : std::chrono::seconds(0))));
+  // The Event's words stay the same while the fight lasts, so its repeats fold into one
+  // series; the changing figures are the log's and certctl_overwrites_total's.
+  RecordFoldedEvent(MakeEvent(overwrite.reference, overwrite.reason,
+                              fight + "; certctl repairs it, waiting longer each time",
+                              config_.instance, clock_.Now(), EventType::kWarning));
 }
 
 bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
   // Only a repair waits: a target still holding what this replica last wrote takes the next
   // bundle at once (a CA rotation's step must not wait out the memory of a fight).
-  return !SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic()) &&
-         damper_.Overwritten(object, kCaBundleField, HeldBundle(target));
+  if (!damper_.Overwritten(object, kCaBundleField, HeldBundle(target))) {
+    return false;
+  }
+  damper_.Sighted(object, OtherWriter(target.object, kCaBundleField), clock_.Monotonic());
+  return !SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic());
 }
 
 bool Sidecar::HoldsBackSecretRepair(const kube::Json& secret) {
@@ -250,6 +263,7 @@ bool Sidecar::HoldsBackSecretRepair(const kube::Json& secret) {
   if (changed.empty()) {
     return false;  // what this replica wrote, or never wrote: a renewal, a rotation step
   }
+  damper_.Sighted(object, OtherWriter(secret, changed.front()), clock_.Monotonic());
   if (!SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic())) {
     return true;
   }
@@ -331,12 +345,12 @@ Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>
     WarnRateLimited("failure-policy", closable.error().message());
     return closing;
   }
-  closing.kept = closable->kept > 0;
   if (closable->kept > 0) {
     std::string why = JoinFindings(closable->findings);
     for (const std::string& note : closable->notes) {
       why += (why.empty() ? "" : "; ") + note;
     }
+    closing.kept_because = why.empty() ? "kept" : why;
     WarnRateLimited("failure-policy-kept", "kept failurePolicy Ignore on " +
                                                std::to_string(closable->kept) +
                                                (closable->kept == 1 ? " entry" : " entries") +
@@ -350,7 +364,10 @@ Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>
     const std::string object = controller::TargetObjectName(target.kind, target.name);
     if (!damper_.Overwritten(object, kFailurePolicyField, OpenEntries(target, *closable))) {
       due.push_back(target);
-    } else if (!SafetyRemoved("damping") && damper_.HoldsBack(object, now)) {
+      continue;
+    }
+    damper_.Sighted(object, OtherWriter(target.object, kFailurePolicyField), now);
+    if (!SafetyRemoved("damping") && damper_.HoldsBack(object, now)) {
       closing.held_back = true;
     } else {
       due.push_back(target);
@@ -379,7 +396,7 @@ Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>
                     now);
     }
     // Folded like every Event about a target: a fight is not told once per write.
-    RecordTargetEvent(MakeEvent(
+    RecordFoldedEvent(MakeEvent(
         closed->patched_references[i], "FailurePolicySet",
         "set failurePolicy Fail on the entries that had Ignore, as " + secret_object + " is ready",
         config_.instance, clock_.Now()));

@@ -14,7 +14,6 @@
 namespace certctl::loop {
 namespace {
 
-using internal::kMaxBackoff;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
@@ -34,8 +33,11 @@ constexpr milliseconds kAliveWithin{60000};
 // unseen.
 constexpr milliseconds kPollWhileBlind{5000};
 // An entry kept at Ignore for want of a Service, a port or a ready endpoint is judged again
-// this often: the webhook's pods become ready after certctl does.
-constexpr milliseconds kKeptIgnoreRecheck{5000};
+// after 5 s (the webhook's pods become ready after certctl does), then twice as long each
+// time it is still kept, up to 2 minutes: one that stays uncallable costs a read of its
+// Service and EndpointSlices every 2 minutes, not 12 a minute.
+constexpr milliseconds kKeptIgnoreFirstRecheck{5000};
+constexpr milliseconds kKeptIgnoreMaxRecheck{120000};
 // How long a replaced set of the certificate folder stays for readers that were opening it.
 constexpr milliseconds kStaleSetGrace{2000};
 
@@ -223,7 +225,8 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   if (!report) {
     metrics_.reconciles.Add({"error"});
     metrics_.reconcile_duration.Observe({"error"}, took);
-    backoff_ = std::min(std::max(backoff_ * 2, kFirstBackoff), kMaxBackoff);
+    backoff_ =
+        std::min(std::max(backoff_ * 2, kFirstBackoff), internal::MaxBackoffAfter(report.error()));
     WarnRateLimited("pass", "reconcile failed: " + report.error().message());
     // An unreachable API changes neither the files the webhook serves nor the bundles the API
     // server trusts: keep the last verdict while the certificate it judged is still valid,
@@ -236,6 +239,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
              clock_.Now() < *valid_until_;
     }
     if (!keep) {
+      // The pass stopped before judging the targets: what they held before is not known now
+      // (RBAC revoked hides a foreign caBundle), so those checks do not go on saying ok.
+      SetTargetChecksUnknown("not judged: the last pass failed (see certificate)");
       SetCertificateReadiness(false, report.error().message(), {}, std::nullopt);
     }
     return false;
@@ -308,9 +314,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
       const Closing closing = FailClosed(report->targets);
       held_back = closing.held_back || held_back;
       // No watch tells when the webhook's Service or its endpoints come: look again soon.
-      if (closing.kept) {
-        recheck = clock_.Monotonic() + kKeptIgnoreRecheck;
-      }
+      recheck = KeptIgnoreRecheck(closing.kept_because);
     }
   }
   repair_due_at_ = held_back ? damper_.NextRelease(clock_.Monotonic()) : std::nullopt;
@@ -318,6 +322,24 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     repair_due_at_ = recheck;
   }
   return report->folder_written;
+}
+
+std::optional<MonotonicTime> Sidecar::KeptIgnoreRecheck(const std::string& kept_because) {
+  if (kept_because != kept_because_) {  // something moved: look again soon
+    kept_because_ = kept_because;
+    kept_recheck_ = milliseconds(0);
+    kept_recheck_at_.reset();
+  }
+  if (kept_because.empty()) {
+    return std::nullopt;
+  }
+  // Passes for other reasons look too, but only the recheck itself moves it further out.
+  const MonotonicTime now = clock_.Monotonic();
+  if (!kept_recheck_at_ || now >= *kept_recheck_at_) {
+    kept_recheck_ = std::clamp(kept_recheck_ * 2, kKeptIgnoreFirstRecheck, kKeptIgnoreMaxRecheck);
+    kept_recheck_at_ = now + kept_recheck_;
+  }
+  return kept_recheck_at_;
 }
 
 void Sidecar::Run() {
@@ -347,7 +369,7 @@ void Sidecar::Run() {
     if (next_step_at_) {
       wait = std::min(wait, std::chrono::ceil<milliseconds>(*next_step_at_ - clock_.Now()));
     }
-    for (const auto& due : {repair_due_at_, target_events_.NextDue()}) {
+    for (const auto& due : {repair_due_at_, event_series_.NextDue()}) {
       if (due) {
         wait = std::min(wait, std::chrono::ceil<milliseconds>(*due - clock_.Monotonic()));
       }
@@ -390,7 +412,7 @@ void Sidecar::Run() {
       reasons.insert("a held-back repair is due");
       repair_due_at_.reset();  // the pass says when the next one is
     }
-    RecordDueTargetEvents();
+    RecordDueFoldedEvents();
     if (clock_.Now() >= next_resync) {
       reasons.insert("resync");
       next_resync = clock_.Now() + Jittered(resync, 0.1);

@@ -97,7 +97,7 @@ void Sidecar::WatchLoop(const WatchSpec& spec) {
     if (SleepUnlessStopped(Jittered(backoff, 0.5))) {
       break;
     }
-    backoff = std::min(backoff * 2, kMaxBackoff);
+    backoff = std::min(backoff * 2, ended ? kMaxBackoff : internal::MaxBackoffAfter(ended.error()));
   }
   set_failing(false);
 }

@@ -550,6 +550,15 @@ class RunBed:
             has("default", "CABundleInjected", obj["kind"], obj["metadata"]["name"])
             for obj in self.objects), ablated_bound=EVENTS_BOUND)
 
+    def counted(self, namespace, reason, kind, name):
+        """Until certctl's `reason` Event about `name` counts a repeat: one Event, patched."""
+        def twice():
+            return any(e["reason"] == reason and e["involvedObject"]["kind"] == kind and
+                       e["involvedObject"]["name"] == name and e.get("count", 1) >= 2
+                       for e in self.events(namespace))
+        self.until(f"a second {reason} counted on its Event", twice,
+                   ablated_bound=EVENTS_BOUND, broken_by_log="count event")
+
     def repaired_by_watch(self, what, reason, damage, repaired):
         """`damage()` as admin, then `repaired()` must hold after a pass started by the
         watch event `reason`: a re-list after a refused watch, or a retry, is not the
@@ -571,7 +580,8 @@ class RunBed:
 
 
 def cold_start_and_repairs(bed):
-    """Ready from nothing; Events; a blanked caBundle and a broken Secret repaired."""
+    """Ready from nothing; Events; a blanked caBundle and a broken Secret repaired, twice
+    each (the repeat counted on the Event recorded first)."""
     bed.start()
     bed.ready()
     assert bed.secret()["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "certctl"
@@ -591,6 +601,12 @@ def cold_start_and_repairs(bed):
         return data["tls.crt"] != data["ca.crt"]
     bed.repaired_by_watch("Secret repaired", f"secret/{NS}/{SECRET} modified", break_secret,
                           leaf_again)
+    # Each a second time: the repeat counts on the Event recorded first.
+    bed.repair_bundle(vwc)
+    bed.counted("default", "CABundleInjected", vwc["kind"], vwc["metadata"]["name"])
+    bed.repaired_by_watch("Secret repaired again", f"secret/{NS}/{SECRET} modified",
+                          break_secret, leaf_again)
+    bed.counted(NS, "LeafReissued", "Secret", SECRET)
 
 
 def one_target_kind(bed):
@@ -655,6 +671,7 @@ RUN_SCENARIOS = [
     Scenario(cold_start_and_repairs, ONE_VWC, None, needs={
         *(("secret", verb) for verb in ("get", "list", "watch", "update")),
         ("secret-create", "create"), ("events", "create"), ("cluster-events", "create"),
+        ("events", "patch"), ("cluster-events", "patch"),
         *(("validating-webhooks", verb) for verb in WATCHED)}),
     # One target per scenario: each is ready sooner than with all of them (client-side
     # rate limit), and a broken watch shows at once.
@@ -782,11 +799,15 @@ def test_table_rules_are_complete_and_least_privilege(mode):
             # Listing or watching every Secret of a namespace would read every key in it.
             assert not set(rule["verbs"]) & {"list", "watch"}, rule
         if not rule.get("resourceNames"):
-            # Unnamed: only what cannot be named (create), or behind an explicit switch.
-            assert set(rule["verbs"]) == {"create"} or rule.get("when"), rule
+            # Unnamed: only what cannot be named (create; and Events, which have generated
+            # names, counted by a patch of the first), or behind an explicit switch.
+            assert (set(rule["verbs"]) == {"create"} or rule.get("when") or
+                    (rule["resources"] == ["events"] and
+                     set(rule["verbs"]) == {"create", "patch"})), rule
         if rule["scope"] == "default":
             # The namespace default only takes Events about cluster-scoped objects.
-            assert rule["resources"] == ["events"] and set(rule["verbs"]) == {"create"}, rule
+            assert rule["resources"] == ["events"] and \
+                set(rule["verbs"]) == {"create", "patch"}, rule
     if mode == "job":
         # One-shot: the job never watches, and records no Events.
         verbs = {verb for rule in rules for verb in rule["verbs"]}

@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.badpki import Authority
 from harness.certctl import assert_contains, webhook_configuration
+from harness.faults import metric, sidecar_metrics
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, free_ports, stop_all
 from harness.waiting import wait_for
@@ -693,6 +694,53 @@ def test_a_leaf_that_drops_a_name_another_webhook_calls_is_warned_of_once(hook, 
 
 
 @pytest.mark.backends("real")
+@pytest.mark.backends("real")
+def test_revoked_rbac_shows_the_target_checks_unknown_and_its_return_is_noticed_soon(hook,
+                                                                                     sidecars):
+    """While every read is refused, /readyz?verbose does not go on saying the caBundles are
+    injected (a foreign CA went into one meanwhile): the target checks are unknown. A 403
+    costs the API server little, so retries stay at most 10 s apart (jittered up to 15 s):
+    bindings put back are noticed and the caBundle repaired within 20 s, not a minute."""
+    sidecar = sidecars()
+    wait_ready(sidecar)
+    ca = secret_data(hook)["ca.crt"]
+
+    hook.revoke_user(USER)
+    # The write that wakes certctl: its watch, opened while it was allowed, goes on.
+    foreign = Authority("someone-else").cert_pem
+    hook.kubectl("patch", "validatingwebhookconfiguration", "hook", "--type", "json", "-p",
+                 json.dumps([{"op": "replace", "path": "/webhooks/1/clientConfig/caBundle",
+                              "value": base64.b64encode(foreign.encode()).decode()}]))
+
+    def verbose():
+        return sidecar.get("/readyz?verbose")[:2]
+
+    wait_for(lambda: "[-]injected unknown: " in (verbose()[1] or ""),
+             "/readyz?verbose saying injected is unknown", bound=BOUND, watch=[sidecar])
+    status, body = verbose()
+    assert status == 503, body
+    assert "[-]certificate failed: " in body and "forbidden" in body, body
+    assert "[-]callable unknown: " in body and "[+]injected ok" not in body, body
+    assert bundles(hook) == [ca, foreign]
+
+    # Seven refused passes: 0.5 + 1 + 2 + 4 + 8 s of back-off and then the cap, where an
+    # uncapped back-off would wait 32 s (16 to 48 s jittered) before the next one.
+    def refused_passes():
+        values = sidecar_metrics(sidecar) or {}
+        return metric(values, "certctl_reconcile_total", 0, result="error")
+
+    wait_for(lambda: refused_passes() >= 7, "seven refused passes", bound=60,
+             watch=[sidecar], poll=0.5)
+
+    hook.add_user(USER, RULES)
+    restored = time.monotonic()
+    wait_for(lambda: holds(hook, ca), "the caBundle repaired once the bindings are back",
+             bound=30, watch=[sidecar])
+    assert time.monotonic() - restored < 20, time.monotonic() - restored
+    wait_ready(sidecar)
+    assert "[+]injected ok" in verbose()[1]
+
+
 def test_the_commands_the_docs_give_list_certctls_events(hook, sidecars):
     """`kubectl events --for` (docs/troubleshooting.md#events) lists certctl's Events: those
     about the Secret in its namespace, those about a cluster-scoped target in `default`.

@@ -15,8 +15,8 @@ struct RepairPolicy {
   int free_repairs = 3;                         // repairs in a row that go at once
   std::chrono::milliseconds first_delay{1000};  // then doubling, after the free ones
   std::chrono::milliseconds max_delay{60000};
-  // A repair this long after the previous one starts a new row: the other writer stopped.
-  std::chrono::milliseconds quiet{120000};
+  // An overwrite found this long after the last repair starts a new row: the fight was over.
+  std::chrono::milliseconds quiet{30000};
 };
 
 // The one damping of every field certctl keeps in an object another writer can change: a
@@ -38,13 +38,18 @@ class RepairDamper {
   // else there: another writer changed it. False for a field this replica never wrote.
   bool Overwritten(const std::string& object, const std::string& field,
                    const std::string& value_now) const;
+  // An overwrite of `object` by `writer` (its field manager; empty when unknown) was found at
+  // `now`; only the first finding after a repair counts. It starts a new row when the last
+  // repair is `quiet` ago or another writer made the change, so a single write after a fight,
+  // or by someone else, is repaired at once.
+  void Sighted(const std::string& object, const std::string& writer, MonotonicTime now);
   // Whether a repair of `object` must wait now (HeldUntil, shorter to call).
   bool HoldsBack(const std::string& object, MonotonicTime now) const {
     return HeldUntil(object, now).has_value();
   }
 
   // Records that `object` was repaired at `now`; returns how many repairs in a row that makes
-  // (1 after a quiet period).
+  // (1 after a quiet period or another writer's change).
   int Repaired(const std::string& object, MonotonicTime now);
   // Until when `object` must not be repaired (nullopt: at once).
   std::optional<MonotonicTime> HeldUntil(const std::string& object, MonotonicTime now) const;
@@ -55,8 +60,10 @@ class RepairDamper {
 
  private:
   struct Row {
-    MonotonicTime last;
+    MonotonicTime last;  // the last repair
     int repairs = 0;
+    std::string writer;    // whose change the row is about
+    bool sighted = false;  // an overwrite was found since the last repair
   };
   std::optional<MonotonicTime> HoldEnd(const Row& row) const;
 

@@ -5,6 +5,7 @@
 
 #include "certctl/controller/inject.h"
 #include "certctl/kube/client.h"
+#include "certctl/loop/event_series.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/result.h"
 
@@ -27,5 +28,11 @@ kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view 
 // Creates the event. Events are for people reading `kubectl describe`: a failure is
 // returned for the log, never for the reconcile.
 Status RecordEvent(kube::Client& client, const kube::Json& event);
+
+// Writes what an EventSeries decided: creates the Event, or patches its count, message and
+// lastTimestamp. An Event gone meanwhile (deleted, or past the API server's time to live) is
+// created again under a new name, which `series` is told. Failures as RecordEvent's.
+Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, EventSeries& series,
+                        TimePoint now);
 
 }  // namespace certctl::loop

@@ -41,7 +41,8 @@ struct ServingCheck {
 struct ReadinessCheck {
   std::string name;  // "certificate", "injected", "callable", "serving"
   bool ok = false;
-  std::string reason;  // why not, when not ok
+  std::string reason;    // why not, when not ok
+  bool unknown = false;  // not judged since the last pass that could (never while ok)
 };
 
 struct SidecarConfig {
@@ -145,11 +146,14 @@ class Sidecar {
   // Repeats the serving handshake: soon after each pass, then every few seconds.
   void ServingLoop();
   // The `certificate` and `injected` checks from a pass (or a failed one: not ready, and
-  // injected left as it was).
+  // injected left as SetTargetChecksUnknown or the last pass put it).
   void SetCertificateReadiness(bool ready, const std::string& reason,
                                std::vector<std::string> target_bundles,
                                std::optional<std::pair<bool, std::string>> injected);
   void SetServingReadiness(bool ready, const std::string& reason);
+  // `injected` and `callable` not judged (a pass failed before reading the targets): shown
+  // as unknown until a pass judges them again.
+  void SetTargetChecksUnknown(const std::string& reason);
   // The `callable` check from a pass's call findings, with their metric; the leader records
   // a Warning Event for each finding it has not told since the findings last cleared.
   void SetCallableReadiness(const std::vector<Finding>& findings, Role role);
@@ -158,9 +162,12 @@ class Sidecar {
   // check.
   struct Closing {
     bool held_back = false;  // a configuration set back to Ignore waits for the damper
-    bool kept = false;       // an entry keeps Ignore: its Service, port or endpoint is missing
+    // Why entries keep Ignore (their Service, port or endpoint is missing); empty: none do.
+    std::string kept_because;
   };
   Closing FailClosed(const std::vector<controller::TargetObject>& targets);
+  // When entries kept at Ignore for `kept_because` (empty: none) are judged again.
+  std::optional<MonotonicTime> KeptIgnoreRecheck(const std::string& kept_because);
   // A repair of fields another writer changed after this replica wrote them.
   struct Overwrite {
     std::string object;               // "validatingwebhookconfiguration/x", "secret/ns/name"
@@ -180,9 +187,13 @@ class Sidecar {
   bool HoldsBackRepair(const std::string& object, const controller::TargetObject& target);
   // PassConfig::secret_hold_back: the same for the Secret, key by key.
   bool HoldsBackSecretRepair(const kube::Json& secret);
-  // Records an Event about a target through target_events_, and the folded ones due.
-  void RecordTargetEvent(kube::Json event);
-  void RecordDueTargetEvents();
+  // Records an Event through event_series_ (repeats of one reason about one object folded
+  // into one Event per interval), and the folded ones due.
+  void RecordFoldedEvent(kube::Json event);
+  void RecordDueFoldedEvents();
+  // Creates or removes the ready file when `certificate` and `injected` together changed
+  // from `file_was`. Needs state_mutex_.
+  void FollowReadyFileLocked(bool file_was);
   // After either check changed: the ready gauge and the log line. Needs state_mutex_.
   void PublishReadiness(bool was_ready);
   bool ReadyLocked() const;
@@ -234,14 +245,19 @@ class Sidecar {
   std::atomic<std::int64_t> heartbeat_{0};  // monotonic milliseconds of the last loop turn
 
   // Objects another writer keeps changing: their repairs are spaced out, and their Events
-  // (like every target Event) folded into one per interval. Loop thread only.
+  // (like every Event) folded into one per interval. Loop thread only.
   RepairDamper damper_;
-  EventSeries target_events_;
+  EventSeries event_series_;
   std::optional<Overwrite> secret_overwrite_;   // found by the pass running, told after it
   std::optional<MonotonicTime> repair_due_at_;  // when a held-back repair may go
 
   std::mt19937_64 random_{std::random_device{}()};
   std::chrono::milliseconds backoff_{0};
+  // The wait before entries kept at Ignore are judged again, and why they were kept; it
+  // starts again at its shortest when the reason changes.
+  std::chrono::milliseconds kept_recheck_{0};
+  std::optional<MonotonicTime> kept_recheck_at_;
+  std::string kept_because_;
   std::vector<std::thread> threads_;
 };
 

@@ -45,11 +45,40 @@ TEST(RepairDamper, AQuietPeriodStartsANewRowAndOtherObjectsAreApart) {
   EXPECT_FALSE(damper.HeldUntil("apiservice/v1.example.com", now));
   EXPECT_EQ(damper.NextRelease(now), damper.HeldUntil(kHook, now));
 
+  // The same writer again, after 30 s without a repair: the fight was over.
   now += RepairPolicy{}.quiet + milliseconds(1);
+  damper.Sighted(kHook, "argocd-controller", now);
   EXPECT_FALSE(damper.HeldUntil(kHook, now));
   EXPECT_FALSE(damper.NextRelease(now));
   EXPECT_EQ(damper.Repaired(kHook, now), 1);
   EXPECT_FALSE(damper.Contested(kHook));
+}
+
+TEST(RepairDamper, AChangeByAnotherWriterIsRepairedAtOnceWhateverTheFightBefore) {
+  RepairDamper damper;
+  MonotonicTime now = kStart;
+  for (int i = 0; i < 6; ++i) {
+    now += milliseconds(100);
+    damper.Sighted(kHook, "kubectl-patch", now);
+    damper.Repaired(kHook, now);
+  }
+  ASSERT_TRUE(damper.HeldUntil(kHook, now));
+  // Within the quiet window the same writer is the same fight, whichever pass finds it.
+  damper.Sighted(kHook, "kubectl-patch", now + seconds(5));
+  damper.Sighted(kHook, "helm", now + seconds(6));  // found again: still the first change
+  EXPECT_TRUE(damper.HeldUntil(kHook, now + seconds(6)));
+  now = *damper.HeldUntil(kHook, now + seconds(6));
+  EXPECT_EQ(damper.Repaired(kHook, now), 7);
+
+  // Then helm writes once, 20 s later: a new row, repaired at once, and it starts over.
+  now += seconds(20);
+  damper.Sighted(kHook, "helm", now);
+  EXPECT_FALSE(damper.HeldUntil(kHook, now));
+  EXPECT_EQ(damper.Repaired(kHook, now), 1);
+  EXPECT_FALSE(damper.Contested(kHook));
+  // A writer certctl cannot name does not end a fight on its own.
+  damper.Sighted(kHook, "", now + seconds(1));
+  EXPECT_EQ(damper.Repaired(kHook, now + seconds(1)), 2);
 }
 
 // A writer resetting the field every 100 ms for a minute, the loop repairing whenever it

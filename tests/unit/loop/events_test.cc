@@ -55,5 +55,48 @@ TEST(Events, ARepeatedEventIsRecordedOnceAndFailuresAreReturned) {
   EXPECT_EQ(denied.error().message(), "record event Created: events is forbidden");
 }
 
+TEST(Events, ASeriesCountsOnItsOneEventAndCreatesItAgainWhenItIsGone) {
+  FakeClient api;
+  EventSeries series;
+  const controller::ObjectReference secret{"v1", "Secret", "infra", "cert", ""};
+  const MonotonicTime start{};
+  const auto reissued = [&](int second) {
+    return series.Admit(MakeEvent(secret, "LeafReissued", "re-issued #" + std::to_string(second),
+                                  "certctl", kNow + std::chrono::seconds(second)),
+                        start + std::chrono::seconds(second));
+  };
+  const auto first = reissued(0);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(WriteSeriesEvent(api, *first, series, kNow));
+  const std::string name = first->event["metadata"]["name"];
+  const auto second = reissued(1);
+  ASSERT_TRUE(second);
+  ASSERT_TRUE(WriteSeriesEvent(api, *second, series, kNow));
+  EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 1);
+  const auto stored = api.Object(kube::kEvents, "infra", name);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ((*stored)["count"], 2);
+  EXPECT_EQ((*stored)["message"], "re-issued #1");
+  EXPECT_EQ((*stored)["firstTimestamp"], "2026-01-31T12:00:00Z");
+
+  // Gone (the API server's time to live): created again with the count so far, and the
+  // series goes on counting there.
+  ASSERT_TRUE(api.Delete(kube::kEvents, "infra", name));
+  ASSERT_TRUE(series.Due(start + std::chrono::seconds(1)).empty());
+  ASSERT_FALSE(reissued(2));  // held: within the interval
+  const auto held = series.Due(start + std::chrono::minutes(2));
+  ASSERT_EQ(held.size(), 1U);
+  const TimePoint later = kNow + std::chrono::minutes(2);
+  ASSERT_TRUE(WriteSeriesEvent(api, held[0], series, later));
+  EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 2);
+  ASSERT_FALSE(reissued(130));
+  const auto next = series.Due(start + std::chrono::seconds(181));
+  ASSERT_EQ(next.size(), 1U);
+  EXPECT_NE(next[0].name, name);
+  const auto again = api.Object(kube::kEvents, "infra", next[0].name);
+  ASSERT_TRUE(again);
+  EXPECT_EQ((*again)["count"], 3);
+}
+
 }  // namespace
 }  // namespace certctl::loop

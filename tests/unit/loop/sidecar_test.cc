@@ -14,6 +14,7 @@
 #include "certctl/leader/elector.h"
 
 #include "fakes/fake_client.h"
+#include "loop/sidecar_internal.h"
 #include "support/temp_dir.h"
 #include "support/tls_server.h"
 #include "unit/loop/fixtures.h"
@@ -293,6 +294,19 @@ TEST(Sidecar, AnUnreachableApiKeepsReadinessButARefusalEndsIt) {
     return why && why->find("forbidden") != std::string::npos;
   }));
   EXPECT_FALSE(std::filesystem::exists(dir / "ready"));
+  // What the targets hold was not read: not ok, and said to be unknown rather than failed.
+  for (const ReadinessCheck& check : running.sidecar().Readiness()) {
+    if (check.name == "injected" || check.name == "callable") {
+      EXPECT_FALSE(check.ok) << check.name;
+      EXPECT_TRUE(check.unknown) << check.name;
+    }
+  }
+}
+
+TEST(SidecarBackoff, ARefusalIsRetriedWithinTenSecondsAnythingElseWithinAMinute) {
+  EXPECT_EQ(internal::MaxBackoffAfter(Error(ErrorCode::kPermissionDenied, "forbidden")), 10s);
+  EXPECT_EQ(internal::MaxBackoffAfter(Error(ErrorCode::kUnauthenticated, "Unauthorized")), 10s);
+  EXPECT_EQ(internal::MaxBackoffAfter(Error(ErrorCode::kUnavailable, "503")), 60s);
 }
 
 // --serving-addr: ready only once the webhook's listener verifies against the bundle the
