@@ -4,6 +4,7 @@ resetting the field is met with repairs ever further apart (at most 12 a minute 
 one Warning series naming its field manager, a metric, and Events folded per interval
 instead of one per write."""
 import base64
+import contextlib
 import json
 import threading
 import time
@@ -59,6 +60,28 @@ def reset_bundle(cluster, manager="fighter"):
     assert resp.status == 200, resp.body
 
 
+@contextlib.contextmanager
+def fighting(*undos):
+    """Runs each of `undos` every FIGHT_INTERVAL, each in a thread of its own, until the block
+    ends; yields the Event that stops them, for the block to wait on."""
+    stop = threading.Event()
+
+    def fight(undo):
+        while not stop.is_set():
+            undo()
+            stop.wait(FIGHT_INTERVAL)
+
+    fighters = [threading.Thread(target=fight, args=(undo,), daemon=True) for undo in undos]
+    for fighter in fighters:
+        fighter.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        for fighter in fighters:
+            fighter.join()
+
+
 def certctl_requests(cluster, verb, resource):
     return [e for e in cluster.request_log()["requests"]
             if e["user"] == USER and e["verb"] == verb and e["resource"] == resource]
@@ -97,21 +120,9 @@ def test_after_a_fight_another_writers_single_change_is_repaired_at_once(cluster
     manager) writing the configuration again is repaired at once, not held for what the
     fighter did, and is no fight of its own."""
     injected = bundle(cluster)
-    stop = threading.Event()
-
-    def fight():
-        while not stop.is_set():
-            reset_bundle(cluster)
-            stop.wait(FIGHT_INTERVAL)
-
-    fighter = threading.Thread(target=fight, daemon=True)
-    fighter.start()
-    try:
+    with fighting(lambda: reset_bundle(cluster)):
         wait_for(lambda: "keeps changing" in sidecar.log(), "the fight damped", bound=20,
                  watch=[sidecar])
-    finally:
-        stop.set()
-        fighter.join()
     wait_for(lambda: bundle(cluster) == injected, "the last repair of the fight",
              bound=HOLD_CAP + 10, watch=[sidecar])
 
@@ -131,23 +142,15 @@ def test_after_a_fight_another_writers_single_change_is_repaired_at_once(cluster
 def test_a_fighting_writer_is_damped_named_and_told_once_per_interval(cluster, sidecar):
     injected = bundle(cluster)
     cluster.reset_request_log()
-    stop = threading.Event()
     writes = []
 
     def fight():
-        while not stop.is_set():
-            reset_bundle(cluster)
-            writes.append(time.monotonic())
-            stop.wait(FIGHT_INTERVAL)
+        reset_bundle(cluster)
+        writes.append(time.monotonic())
 
-    fighter = threading.Thread(target=fight, daemon=True)
-    fighter.start()
-    try:
-        fighter.join(FIGHT)
+    with fighting(fight) as stop:
+        stop.wait(FIGHT)
         assert sidecar.alive(), sidecar.log()
-    finally:
-        stop.set()
-        fighter.join()
     repairs = certctl_requests(cluster, "patch", "validatingwebhookconfigurations")
     recorded = certctl_requests(cluster, "create", "events")
     assert len(writes) > FIGHT / FIGHT_INTERVAL / 4, len(writes)  # the fight was real
@@ -174,18 +177,8 @@ def test_a_ca_rotation_after_a_fight_does_not_wait_out_its_damping(cluster, side
     """The memory of a fight spaces out repairs only: a target still holding certctl's own
     bundle takes the next one (a CA rotation's first step) at once."""
     injected = bundle(cluster)
-    stop = threading.Event()
-
-    def fight():
-        while not stop.is_set():
-            reset_bundle(cluster)
-            stop.wait(FIGHT_INTERVAL)
-
-    fighter = threading.Thread(target=fight, daemon=True)
-    fighter.start()
-    fighter.join(8.0)  # three free repairs, then holds of 1, 2 and 4 s: the next one is 8 s
-    stop.set()
-    fighter.join()
+    with fighting(lambda: reset_bundle(cluster)) as stop:
+        stop.wait(8.0)  # three free repairs, then holds of 1, 2 and 4 s: the next one is 8 s
     wait_for(lambda: bundle(cluster) == injected, "the caBundle repaired after the fight",
              bound=HOLD_CAP + 10, watch=[sidecar])
     # The damper now holds the next repair for twice as long; a rotation is no repair.
@@ -292,22 +285,8 @@ def test_each_field_fought_over_gets_at_most_12_repairs_a_minute_and_one_warning
                  "failurePolicy Fail once ready", watch=[fp.sidecar])
         before = {fight.name: (fight.secret(), fight.vwc()) for fight in fights}
         cluster.reset_request_log()
-        stop = threading.Event()
-
-        def fighting(fight):
-            while not stop.is_set():
-                fight.undo()
-                stop.wait(FIGHT_INTERVAL)
-
-        fighters = [threading.Thread(target=fighting, args=(f,), daemon=True) for f in fights]
-        for fighter in fighters:
-            fighter.start()
-        try:
+        with fighting(*(fight.undo for fight in fights)) as stop:
             stop.wait(SECRET_FIGHT)
-        finally:
-            stop.set()
-            for fighter in fighters:
-                fighter.join()
         log = cluster.request_log()["requests"]
         for fight in fights:
             assert fight.sidecar.alive(), fight.sidecar.log()
