@@ -63,10 +63,11 @@ Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, E
   }
   auto patched =
       client.Patch(kube::kEvents, write.ns, write.name, kube::PatchType::kMerge, write.patch);
-  if (patched || patched.error().code() != ErrorCode::kNotFound) {
-    return patched ? Status{}
-                   : Fail(patched.error().Wrap("count event " +
-                                               write.event["reason"].get<std::string>()));
+  if (patched) {
+    return {};
+  }
+  if (patched.error().code() != ErrorCode::kNotFound) {
+    return Fail(patched.error().Wrap("count event " + write.event["reason"].get<std::string>()));
   }
   kube::Json again = write.event;
   again["metadata"]["name"] = EventName(again["involvedObject"]["name"].get<std::string>(), now);

@@ -241,14 +241,19 @@ void Sidecar::NoteOverwrite(const Overwrite& overwrite, MonotonicTime now) {
                               config_.instance, clock_.Now(), EventType::kWarning));
 }
 
+bool Sidecar::DampsRepair(const std::string& object, const std::string& writer) {
+  const MonotonicTime now = clock_.Monotonic();
+  damper_.Sighted(object, writer, now);
+  return !SafetyRemoved("damping") && damper_.HoldsBack(object, now);
+}
+
 bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
   // Only a repair waits: a target still holding what this replica last wrote takes the next
   // bundle at once (a CA rotation's step must not wait out the memory of a fight).
   if (!damper_.Overwritten(object, kCaBundleField, HeldBundle(target))) {
     return false;
   }
-  damper_.Sighted(object, OtherWriter(target.object, kCaBundleField), clock_.Monotonic());
-  return !SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic());
+  return DampsRepair(object, OtherWriter(target.object, kCaBundleField));
 }
 
 bool Sidecar::HoldsBackSecretRepair(const kube::Json& secret) {
@@ -263,8 +268,7 @@ bool Sidecar::HoldsBackSecretRepair(const kube::Json& secret) {
   if (changed.empty()) {
     return false;  // what this replica wrote, or never wrote: a renewal, a rotation step
   }
-  damper_.Sighted(object, OtherWriter(secret, changed.front()), clock_.Monotonic());
-  if (!SafetyRemoved("damping") && damper_.HoldsBack(object, clock_.Monotonic())) {
+  if (DampsRepair(object, OtherWriter(secret, changed.front()))) {
     return true;
   }
   // Told once the pass has written the repair.
@@ -366,8 +370,7 @@ Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>
       due.push_back(target);
       continue;
     }
-    damper_.Sighted(object, OtherWriter(target.object, kFailurePolicyField), now);
-    if (!SafetyRemoved("damping") && damper_.HoldsBack(object, now)) {
+    if (DampsRepair(object, OtherWriter(target.object, kFailurePolicyField))) {
       closing.held_back = true;
     } else {
       due.push_back(target);

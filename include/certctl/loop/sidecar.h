@@ -182,6 +182,9 @@ class Sidecar {
   // After a leader's pass: the caBundle and Secret repairs another writer forced, and what
   // this replica wrote, for the next pass to tell.
   void NoteRepairs(const PassReport& report);
+  // A change to `object` by another writer (`writer`, its field manager; empty: unknown) was
+  // found: counts it with the damper, true while the damper holds its repair back.
+  bool DampsRepair(const std::string& object, const std::string& writer);
   // PassConfig::hold_back: a repair of `target` waits while another writer fights over it;
   // this replica's own next bundle for a target that still holds its last one does not.
   bool HoldsBackRepair(const std::string& object, const controller::TargetObject& target);
