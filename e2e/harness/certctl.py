@@ -8,6 +8,12 @@ import subprocess
 READ_VERBS = {"get", "list", "watch"}
 
 
+def what_to_do(*codes):
+    """The line check and audit print after their findings: each code's section of the
+    troubleshooting page, in the order the codes first appear."""
+    return "what to do: " + ", ".join(f"docs/troubleshooting.md#{code}" for code in codes)
+
+
 def run_certctl(binary, *args, env=None, timeout=60, input=None):
     """Run certctl with `args`; `env` is added to a scrubbed copy of this environment."""
     base = {k: v for k, v in os.environ.items()

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import time
 
-from .certctl import run_certctl, webhook_configuration
+from .certctl import run_certctl, webhook_configuration, what_to_do
 from .kubelet import free_ports
 from .rbac import emulator_rules
 from .sidecar import SCRUBBED
@@ -75,16 +75,24 @@ def one_line(result, command):
 
 
 def findings(stdout):
-    """[(object, code, message)] of a text report; every line must be a finding or a note
-    (`note: ...`, what check could not judge: the corpus's credentials, which are the chart's,
-    may not read the Services the targets call)."""
+    """[(object, code, message)] of a text report; every line must be a finding, the `what to
+    do:` line after them naming each code's troubleshooting section once, or a note (`note:
+    ...`, what check could not judge: the corpus's credentials, which are the chart's, may not
+    read the Services the targets call)."""
     out = []
+    help_lines = []
     for line in stdout.splitlines():
         if line.startswith("note: "):
             continue
+        if line.startswith("what to do: "):
+            help_lines.append(line)
+            continue
+        assert not help_lines, f"a finding after the 'what to do:' line:\n{stdout}"
         match = FINDING.match(line)
         assert match, f"not a finding line: {line!r}\n{stdout}"
         out.append((match["object"], match["code"], match["message"]))
+    codes = list(dict.fromkeys(code for _, code, _ in out))
+    assert help_lines == ([what_to_do(*codes)] if out else []), stdout
     return out
 
 

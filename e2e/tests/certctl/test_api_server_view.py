@@ -28,7 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.certctl import (api_service, b64, crd, read_only, run_certctl,
-                             service_with_endpoints, webhook_configuration)
+                             service_with_endpoints, webhook_configuration, what_to_do)
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, WebhookServer, free_ports, stop_all
 from harness.waiting import wait_for
@@ -131,11 +131,6 @@ def report(result):
 
 def lines(result):
     return result.stdout.splitlines()
-
-
-def what_to_do(*codes):
-    """The line after the findings: each code's section of the troubleshooting page."""
-    return "what to do: " + ", ".join(f"docs/troubleshooting.md#{code}" for code in codes)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ CRUD and watch, fields the structural schema lacks pruned (and refused under
 fieldValidation=Strict), values checked against the openAPIV3Schema (422), generation, the
 status subresource, resourceVersion required on PUT, merge and JSON patches but no strategic
 merge patch (415), and the custom resources deleted with their CRD. Checked with raw HTTPS
-and with kubectl 1.32."""
+and with kubectl 1.36."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The emulator as kubectl 1.32 sees it: every command of the wire spec's checklist."""
+"""The emulator as kubectl 1.36 sees it: every command of the wire spec's checklist."""
 
 import base64
 import json
@@ -180,7 +180,7 @@ def test_delete_with_finalizer_and_wait_for_delete(cluster):
     cluster.kubectl("patch", "secret", "app-secret", "--type", "merge",
                     "-p", '{"metadata":{"finalizers":["example.com/hold"]}}')
     out = cluster.kubectl("delete", "secret", "app-secret", "--wait=false").stdout
-    assert out.strip() == 'secret "app-secret" deleted'
+    assert out.strip() == 'secret "app-secret" deleted from default namespace'
     assert get_json(cluster, "secret", "app-secret")["metadata"]["deletionTimestamp"]
     waiter = cluster.kubectl_background("wait", "--for=delete", "secret/app-secret",
                                         "--timeout=20s")
@@ -314,7 +314,7 @@ def test_dry_run_server_replace_and_lease(cluster, tmp_path):
     cluster.kubectl("apply", "-f", "-", input=SECRET)
     rv = cluster.resource_version()
     out = cluster.kubectl("delete", "secret", "app-secret", "--dry-run=server").stdout
-    assert out.strip() == 'secret "app-secret" deleted (server dry run)'
+    assert out.strip() == 'secret "app-secret" deleted from default namespace (server dry run)'
     cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=SECRET.replace("demo", "x"))
     assert cluster.resource_version() == rv
     lease = tmp_path / "lease.yaml"

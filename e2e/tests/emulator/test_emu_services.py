@@ -337,7 +337,7 @@ def test_watch_patch_and_delete_with_kubectl(cluster):
     assert patched["endpoints"][1]["conditions"] == {"ready": True, "serving": True}
     assert patched["metadata"]["generation"] == generation + 2
     out = cluster.kubectl("delete", "endpointslice", "hook-a").stdout
-    assert out.strip() == 'endpointslice.discovery.k8s.io "hook-a" deleted'
+    assert out.strip() == 'endpointslice.discovery.k8s.io "hook-a" deleted from default namespace'
     gone = cluster.kubectl("get", "endpointslice", "hook-a", check=False)
     assert 'endpointslices.discovery.k8s.io "hook-a" not found' in gone.stderr
     gone = cluster.kubectl("get", "svc", "hook", check=False)
