@@ -66,8 +66,13 @@ Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, E
   if (patched) {
     return {};
   }
-  if (patched.error().code() != ErrorCode::kNotFound) {
-    return Fail(patched.error().Wrap("count event " + write.event["reason"].get<std::string>()));
+  const std::string counting = "count event " + write.event["reason"].get<std::string>();
+  // A role that grants only create on events (the least the series needs to be told at
+  // all) gets a new Event, with the count so far, where it refuses the patch; the refusal
+  // still goes to the log, so the missing grant is seen.
+  const ErrorCode code = patched.error().code();
+  if (code != ErrorCode::kNotFound && code != ErrorCode::kPermissionDenied) {
+    return Fail(patched.error().Wrap(counting));
   }
   kube::Json again = write.event;
   again["metadata"]["name"] = EventName(again["involvedObject"]["name"].get<std::string>(), now);
@@ -75,6 +80,9 @@ Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, E
     return recorded;
   }
   series.Recreated(write.key, again["metadata"]["name"].get<std::string>());
+  if (code == ErrorCode::kPermissionDenied) {
+    return Fail(patched.error().Wrap(counting + " (told as a new Event instead)"));
+  }
   return {};
 }
 

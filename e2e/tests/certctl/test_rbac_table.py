@@ -553,9 +553,10 @@ class RunBed:
     def counted(self, namespace, reason, kind, name):
         """Until certctl's `reason` Event about `name` counts a repeat: one Event, patched."""
         def twice():
-            return any(e["reason"] == reason and e["involvedObject"]["kind"] == kind and
-                       e["involvedObject"]["name"] == name and e.get("count", 1) >= 2
-                       for e in self.events(namespace))
+            series = [e for e in self.events(namespace)
+                      if e["reason"] == reason and e["involvedObject"]["kind"] == kind and
+                      e["involvedObject"]["name"] == name]
+            return len(series) == 1 and series[0].get("count", 1) >= 2
         self.until(f"a second {reason} counted on its Event", twice,
                    ablated_bound=EVENTS_BOUND, broken_by_log="count event")
 

@@ -30,8 +30,9 @@ kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view 
 Status RecordEvent(kube::Client& client, const kube::Json& event);
 
 // Writes what an EventSeries decided: creates the Event, or patches its count, message and
-// lastTimestamp. An Event gone meanwhile (deleted, or past the API server's time to live) is
-// created again under a new name, which `series` is told. Failures as RecordEvent's.
+// lastTimestamp. An Event gone meanwhile (deleted, or past the API server's time to live), or
+// one the role may not patch, is created again under a new name, which `series` is told.
+// Failures as RecordEvent's; a refused patch is returned too, after the new Event.
 Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, EventSeries& series,
                         TimePoint now);
 

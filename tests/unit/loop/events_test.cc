@@ -98,5 +98,32 @@ TEST(Events, ASeriesCountsOnItsOneEventAndCreatesItAgainWhenItIsGone) {
   EXPECT_EQ((*again)["count"], 3);
 }
 
+TEST(Events, ARoleThatMayOnlyCreateEventsStillGetsEveryRepeatTold) {
+  FakeClient api;
+  EventSeries series;
+  const controller::ObjectReference secret{"v1", "Secret", "infra", "cert", ""};
+  const auto first = series.Admit(MakeEvent(secret, "Repaired", "#0", "certctl", kNow), {});
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(WriteSeriesEvent(api, *first, series, kNow));
+  api.InjectFailure(Verb::kPatch, kube::kEvents,
+                    Error(ErrorCode::kPermissionDenied, "events is forbidden"), 1);
+  const auto repeat = series.Admit(MakeEvent(secret, "Repaired", "#1", "certctl", kNow),
+                                   MonotonicTime{} + std::chrono::seconds(1));
+  ASSERT_TRUE(repeat);
+  const TimePoint later = kNow + std::chrono::seconds(1);
+  const Status written = WriteSeriesEvent(api, *repeat, series, later);
+  ASSERT_FALSE(written);  // the refusal, for the log
+  EXPECT_EQ(written.error().message(),
+            "count event Repaired (told as a new Event instead): events is forbidden");
+  EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 2);
+  const std::string name = first->event["metadata"]["name"];
+  const auto told = api.List(kube::kEvents, "infra", {});
+  ASSERT_TRUE(told);
+  ASSERT_EQ(told->at("items").size(), 2U);
+  for (const kube::Json& event : told->at("items")) {
+    EXPECT_EQ(event["count"], event["metadata"]["name"] == name ? 1 : 2) << event.dump();
+  }
+}
+
 }  // namespace
 }  // namespace certctl::loop
