@@ -40,19 +40,27 @@ int RepairDamper::Repaired(const std::string& object, MonotonicTime now) {
   row.repairs += 1;
   row.last = now;
   row.sighted = false;
+  row.recent.push_back(now);
+  while (std::ssize(row.recent) > policy_.max_per_minute) {
+    row.recent.pop_front();
+  }
   return row.repairs;
 }
 
 std::optional<MonotonicTime> RepairDamper::HoldEnd(const Row& row) const {
+  std::optional<MonotonicTime> end;
+  if (std::ssize(row.recent) >= policy_.max_per_minute) {
+    end = row.recent.front() + std::chrono::minutes(1);
+  }
   if (row.repairs < policy_.free_repairs) {
-    return std::nullopt;
+    return end;
   }
   // 1 s after the last free repair, then 2 s, 4 s, ... up to max_delay.
   const int doublings = std::min(row.repairs - policy_.free_repairs, 30);
   const auto delay =
       std::min(policy_.first_delay * (std::int64_t{1} << doublings),
                std::chrono::duration_cast<std::chrono::milliseconds>(policy_.max_delay));
-  return row.last + delay;
+  return std::max(end.value_or(row.last), row.last + delay);
 }
 
 std::optional<MonotonicTime> RepairDamper::HeldUntil(const std::string& object,

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,6 +18,9 @@ struct RepairPolicy {
   std::chrono::milliseconds max_delay{60000};
   // An overwrite found this long after the last repair starts a new row: the fight was over.
   std::chrono::milliseconds quiet{30000};
+  // Whatever starts a new row, never more repairs of one object than this in a minute: two
+  // writers taking turns do not make every change a first one.
+  int max_per_minute = 12;
 };
 
 // The one damping of every field certctl keeps in an object another writer can change: a
@@ -62,8 +66,9 @@ class RepairDamper {
   struct Row {
     MonotonicTime last;  // the last repair
     int repairs = 0;
-    std::string writer;    // whose change the row is about
-    bool sighted = false;  // an overwrite was found since the last repair
+    std::string writer;                // whose change the row is about
+    bool sighted = false;              // an overwrite was found since the last repair
+    std::deque<MonotonicTime> recent;  // the last max_per_minute repairs, rows or not
   };
   std::optional<MonotonicTime> HoldEnd(const Row& row) const;
 

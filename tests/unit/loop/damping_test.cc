@@ -81,6 +81,24 @@ TEST(RepairDamper, AChangeByAnotherWriterIsRepairedAtOnceWhateverTheFightBefore)
   EXPECT_EQ(damper.Repaired(kHook, now + seconds(1)), 2);
 }
 
+// Two writers taking turns, each change another writer's than the one before: each is a
+// first change, yet no more than 12 repairs a minute.
+TEST(RepairDamper, WritersTakingTurnsStillGetAtMostTwelveRepairsAMinute) {
+  RepairDamper damper;
+  int repairs = 0;
+  MonotonicTime sighted_at = kStart;
+  for (MonotonicTime now = kStart; now < kStart + seconds(60); now += milliseconds(100)) {
+    damper.Sighted(kHook, repairs % 2 == 0 ? "argocd" : "flux", now);
+    if (!damper.HoldsBack(kHook, now)) {
+      damper.Repaired(kHook, now);
+      ++repairs;
+    }
+    sighted_at = now;
+  }
+  EXPECT_EQ(repairs, 12);
+  EXPECT_EQ(damper.HeldUntil(kHook, sighted_at), kStart + seconds(60));
+}
+
 // A writer resetting the field every 100 ms for a minute, the loop repairing whenever it
 // may: a handful of writes, not six hundred.
 TEST(RepairDamper, AMinuteOfResetsEvery100msGetsAFewRepairs) {
