@@ -222,8 +222,15 @@ tls_proof "$workdir/tls.crt" "$workdir/tls.key" "$workdir/ca-bundle.crt" "$host"
 progress_stage "8. sidecar: certctl run keeps a certificate folder, the example webhook server serves it"
 act=$workdir/sidecar
 mkdir -p "$act"
-free_port() {
-  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# free_ports N: N distinct free ports, one per line. Bound together, so the kernel cannot
+# hand the same port out twice (two separate asks once gave health and webhook one port).
+free_ports() {
+  /usr/bin/python3 -c '
+import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 # http_status PORT PATH: the status code of GET http://127.0.0.1:PORT/PATH (000 if none).
 http_status() {
@@ -240,8 +247,7 @@ fail() {
   for log in "$act"/*.log; do echo "--- $log" >&2; cat "$log" >&2; done
   exit 1
 }
-health_port=$(free_port)
-webhook_port=$(free_port)
+{ read -r health_port; read -r webhook_port; } < <(free_ports 2)
 # --serving-addr: ready only once the webhook's own handshake verifies against the caBundle.
 "$certctl" run -n "$namespace" --service "$service" --secret "$secret" \
   --validating-webhook "$service" --cert-dir "$act/certs" \
