@@ -89,7 +89,7 @@ def certctl_requests(cluster, verb, resource):
 
 def target_events(cluster, reason=None):
     items = cluster.api("GET", "/api/v1/namespaces/default/events").json()["items"]
-    return [e for e in items if e["involvedObject"]["name"] == "hook"
+    return [e for e in items if e["involvedObject"].get("name") == "hook"
             and (reason is None or e["reason"] == reason)]
 
 
@@ -252,7 +252,7 @@ class Fight:
         ns = self.ns if "." in self.field else "default"
         name = SECRET if "." in self.field else self.ns
         items = self.cluster.api("GET", f"/api/v1/namespaces/{ns}/events").json()["items"]
-        return [e for e in items if e["involvedObject"]["name"] == name
+        return [e for e in items if e["involvedObject"].get("name") == name
                 and e["reason"].endswith("Overwritten")]
 
     def secret(self):
