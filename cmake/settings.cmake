@@ -65,4 +65,5 @@ function(certctl_module name)
   target_include_directories(certctl_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include
                                              PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(certctl_${name} PUBLIC certctl_settings ${ARG_DEPS})
+  certctl_batch_sources(certctl_${name})
 endfunction()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks formatting (clang-format) and runs the project's clang-tidy checks over every
-# source file, using the compile commands of a configured preset (default: ci); gofmt and
+# unit the build compiles, using the compile commands of a configured preset (default: ci); gofmt and
 # go vet on the Go programs of the test bed (e2e/controlplane), of the benchmarks
 # (bench/peers/cert-controller) and the example webhook (examples/webhook).
 # clang-tidy results are cached outside the clone (CERTCTL_CACHE_DIR, default
@@ -44,7 +44,18 @@ done
 
 build=build/ci
 [[ -f $build/compile_commands.json ]] || cmake --preset ci >/dev/null
-mapfile -t units < <(printf '%s\n' "${sources[@]}" | grep '\.cc$')
+# The units the build compiles, each a source of this clone or a batch of them
+# (cmake/batches.cmake): a batch is checked as one unit, its diagnostics named by file.
+mapfile -t units < <(/usr/bin/python3 - "$build/compile_commands.json" "$PWD" <<'PY'
+import json, os, sys
+
+commands, root = sys.argv[1:3]
+for entry in json.load(open(commands)):
+    path = os.path.relpath(os.path.join(entry["directory"], entry["file"]), root)
+    if not path.startswith(".."):
+        print(path)
+PY
+)
 tidy_args=(-extra-arg=-Wno-unknown-warning-option)
 
 # Without run-clang-tidy (which parallelises) or a cache, plain clang-tidy checks everything.

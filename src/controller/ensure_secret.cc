@@ -20,7 +20,7 @@ namespace {
 using Json = nlohmann::json;
 
 // Conflicts mean someone else wrote in between; a handful of fresh starts is plenty.
-constexpr int kMaxAttempts = 5;
+constexpr int kMaxConflictRestarts = 5;
 
 }  // namespace
 
@@ -148,7 +148,7 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                                    const OtherCallersOf& other_callers) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
   const pki::ValidationPolicy policy = PolicyFor(spec);
-  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kMaxConflictRestarts; ++attempt) {
     const TimePoint now = clock.Now();
     auto current = client.Get(kube::kSecrets, spec.ns, spec.name);
     if (!current) {
@@ -376,14 +376,14 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     return Fail(updated.error().Wrap("update " + object));
   }
   return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
-                                        std::to_string(kMaxAttempts) + " attempts");
+                                        std::to_string(kMaxConflictRestarts) + " attempts");
 }
 
 Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& spec,
                                       const std::string& trusted_bundle, const Clock& clock,
                                       const CalledHosts& called_hosts) {
   const std::string object = SecretObjectName(spec.ns, spec.name);
-  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kMaxConflictRestarts; ++attempt) {
     const TimePoint now = clock.Now();
     auto current = client.Get(kube::kSecrets, spec.ns, spec.name);
     if (!current) {
@@ -474,7 +474,7 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
     return outcome;
   }
   return Fail(ErrorCode::kConflict, object + " kept changing under us; gave up after " +
-                                        std::to_string(kMaxAttempts) + " attempts");
+                                        std::to_string(kMaxConflictRestarts) + " attempts");
 }
 
 }  // namespace certctl::controller

@@ -11,7 +11,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kMaxAttempts = 5;
+constexpr int kMaxNameAttempts = 5;
 
 bool Contains(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
@@ -159,7 +159,7 @@ std::vector<std::string> NamesNotCovered(const pki::ServiceIdentity& identity,
 Result<NameRequest> RequestNames(kube::Client& client, std::string_view ns, std::string_view name,
                                  const std::vector<std::string>& names, TimePoint now) {
   const std::string object = SecretObjectName(ns, name);
-  for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
+  for (int attempt = 0; attempt < kMaxNameAttempts; ++attempt) {
     auto current = client.Get(kube::kSecrets, ns, name);
     if (!current) {
       return Fail(current.error().Wrap("get " + object));

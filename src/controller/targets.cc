@@ -6,18 +6,12 @@
 
 #include "certctl/inject/called_names.h"
 #include "certctl/kube/object.h"
+#include "certctl/util/text.h"
 
 namespace certctl::controller {
 namespace {
 
 using inject::TargetKind;
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 }  // namespace
 
@@ -43,7 +37,7 @@ const kube::ResourceType& ResourceFor(TargetKind kind) {
 }
 
 std::string TargetObjectName(TargetKind kind, std::string_view name) {
-  return Lower(inject::TargetKindName(kind)) + "/" + std::string(name);
+  return AsciiLower(inject::TargetKindName(kind)) + "/" + std::string(name);
 }
 
 ObjectReference ReferenceOf(const TargetObject& target) {

@@ -16,6 +16,8 @@
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
 
+#include "certctl/util/text.h"
+
 #include "pki/openssl_util.h"
 
 namespace certctl::pki {
@@ -36,14 +38,6 @@ constexpr std::array<std::pair<KeyType, std::string_view>, 5> kKeyTypes = {{
 constexpr std::array<KeyType, 5> kAllKeyTypes = {KeyType::kEcdsaP256, KeyType::kEcdsaP384,
                                                  KeyType::kRsa2048, KeyType::kRsa3072,
                                                  KeyType::kRsa4096};
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
@@ -184,7 +178,7 @@ std::string_view KeyTypeName(KeyType type) {
 }
 
 Result<KeyType> ParseKeyType(std::string_view name) {
-  const std::string lower = Lower(name);
+  const std::string lower = AsciiLower(name);
   std::string known;
   for (const auto& [type, candidate] : kKeyTypes) {
     if (candidate == lower) {
@@ -309,7 +303,7 @@ KeyDescription DescribeKey(const EVP_PKEY* key) {
       out.curve = "explicit";
     }
     std::string short_curve;
-    for (const char c : Lower(out.curve)) {
+    for (const char c : AsciiLower(out.curve)) {
       if (c != '-') {
         short_curve += c;
       }
@@ -326,7 +320,7 @@ KeyDescription DescribeKey(const EVP_PKEY* key) {
     out.name = "dsa-" + bits;
   } else {
     const char* type = EVP_PKEY_get0_type_name(key);
-    out.algorithm = type != nullptr ? Lower(type) : "unknown";
+    out.algorithm = type != nullptr ? AsciiLower(type) : "unknown";
     out.name = out.bits > 0 ? out.algorithm + "-" + bits : out.algorithm;
   }
   return out;

@@ -7,6 +7,8 @@
 #include <set>
 #include <string>
 
+#include "certctl/util/text.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -38,14 +40,6 @@ bool IsLabel(std::string_view label, bool lowercase_only) {
   return true;
 }
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
 std::string StripTrailingDot(std::string_view name) {
   if (!name.empty() && name.back() == '.') {
     name.remove_suffix(1);
@@ -53,11 +47,9 @@ std::string StripTrailingDot(std::string_view name) {
   return std::string(name);
 }
 
-std::string Quote(std::string_view text) { return "\"" + std::string(text) + "\""; }
-
 Status FieldError(std::string_view field, std::string_view value, std::string_view reason) {
   return Fail(ErrorCode::kInvalidArgument,
-              std::string(field) + " " + Quote(value) + ": " + std::string(reason));
+              std::string(field) + " " + Quoted(value) + ": " + std::string(reason));
 }
 
 Status ValidateObjectName(std::string_view field, std::string_view value) {
@@ -103,7 +95,7 @@ Status ValidateDnsName(std::string_view name, Wildcard wildcard) {
       return Fail(ErrorCode::kInvalidArgument, "empty label (two dots in a row)");
     } else if (!IsLabel(label, /*lowercase_only=*/false)) {
       return Fail(ErrorCode::kInvalidArgument,
-                  "label " + Quote(label) + " is not an RFC 1123 label (" + kLabelRule + ")");
+                  "label " + Quoted(label) + " is not an RFC 1123 label (" + kLabelRule + ")");
     }
     first = false;
     start = dot + 1;
@@ -184,8 +176,8 @@ bool GoValidHostname(std::string_view name, bool pattern) {
 }
 
 bool MatchPattern(std::string_view pattern, std::string_view host) {
-  const std::string lower_pattern = Lower(pattern);
-  const std::string lower_host = StripTrailingDot(Lower(host));
+  const std::string lower_pattern = AsciiLower(pattern);
+  const std::string lower_host = StripTrailingDot(AsciiLower(host));
   if (lower_pattern.empty() || lower_host.empty()) {
     return false;
   }
@@ -221,7 +213,8 @@ bool SansCoverHost(const std::vector<std::string>& dns_sans,
       return MatchPattern(san, host);
     }
     // Anything else matches only to the letter (case aside), never by wildcard or dot.
-    return !san.empty() && san != "." && !host.empty() && host != "." && Lower(san) == Lower(host);
+    return !san.empty() && san != "." && !host.empty() && host != "." &&
+           AsciiLower(san) == AsciiLower(host);
   });
 }
 
@@ -248,7 +241,7 @@ std::vector<std::string> RequiredDnsNames(const ServiceIdentity& identity) {
   std::vector<std::string> out;
   std::set<std::string> seen;  // lower-case, DNS names compare case-insensitively
   for (std::string& name : candidates) {
-    if (seen.insert(Lower(name)).second) {
+    if (seen.insert(AsciiLower(name)).second) {
       out.push_back(std::move(name));
     }
   }
@@ -301,7 +294,7 @@ Status ValidateIdentity(const ServiceIdentity& identity) {
     for (const std::string& name : RequiredDnsNames(identity)) {
       if (name.size() > kMaxName) {
         return FieldError("--cluster-domain", identity.cluster_domain,
-                          "the service name " + Quote(name) + " is longer than 253 characters");
+                          "the service name " + Quoted(name) + " is longer than 253 characters");
       }
     }
   }

@@ -15,6 +15,7 @@
 
 #include "certctl/pki/key.h"
 #include "certctl/util/duration.h"
+#include "certctl/util/text.h"
 
 #include "pki/openssl_util.h"
 
@@ -27,20 +28,10 @@ bool IsBlank(std::string_view text) {
   return text.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
-
-std::string Quote(std::string_view text) { return "\"" + std::string(text) + "\""; }
-
 // `CA certificate "webhook-ca"`: what the certificate is plus its CN (or whole subject).
 std::string Name(std::string_view what, const CertificateInfo& info) {
   return std::string(what) + " " +
-         Quote(info.common_name.empty() ? info.subject : info.common_name);
+         Quoted(info.common_name.empty() ? info.subject : info.common_name);
 }
 
 // The two largest units, truncated: "8d23h", "3h12m", "45s"; "8d" rather than "8d0h".
@@ -320,7 +311,7 @@ int IgnoreTimesAndLeafPurpose(int ok, X509_STORE_CTX* ctx) {
 }
 
 void Validator::CheckChain(const Certificate& leaf, const CertificateInfo& info) {
-  const std::string subject = source_.cert_label + " " + Quote(info.common_name);
+  const std::string subject = source_.cert_label + " " + Quoted(info.common_name);
   auto internal_failure = [&](std::string_view what) {
     Add(Part::kLeaf, FindingCode::kUntrustedChain,
         "cannot verify " + subject + ": " + internal::OpensslError(what).message());
@@ -365,7 +356,7 @@ void Validator::CheckChain(const Certificate& leaf, const CertificateInfo& info)
     case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
       Add(Part::kLeaf, FindingCode::kUntrustedChain,
           subject + " is not signed by any CA in " + source_.ca_label + " (" + reason +
-              "); its issuer is " + Quote(info.issuer));
+              "); its issuer is " + Quoted(info.issuer));
       return;
     default:
       break;
@@ -375,7 +366,7 @@ void Validator::CheckChain(const Certificate& leaf, const CertificateInfo& info)
     if (X509* at = X509_STORE_CTX_get_current_cert(ctx.get()); at != nullptr) {
       // Borrowed from the context; Certificate needs its own reference.
       if (X509_up_ref(at) == 1) {
-        where = " at CA " + Quote(Certificate(at).Info().common_name);
+        where = " at CA " + Quoted(Certificate(at).Info().common_name);
       }
     }
   }
@@ -410,27 +401,28 @@ void Validator::CheckNames(const Certificate& leaf, const CertificateInfo& info)
   for (const std::string& name : policy_.dns_names) {
     // A required wildcard is covered by the same wildcard, which X509_check_host (matching
     // host names, not patterns) would not see.
-    const std::string wanted = Lower(name);
-    const bool literal = std::any_of(info.dns_names.begin(), info.dns_names.end(),
-                                     [&](const std::string& san) { return Lower(san) == wanted; });
+    const std::string wanted = AsciiLower(name);
+    const bool literal =
+        std::any_of(info.dns_names.begin(), info.dns_names.end(),
+                    [&](const std::string& san) { return AsciiLower(san) == wanted; });
     const bool matched = literal || X509_check_host(leaf.get(), name.data(), name.size(),
                                                     X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
                                                         X509_CHECK_FLAG_NEVER_CHECK_SUBJECT,
                                                     nullptr) == 1;
     if (!matched) {
       Add(Part::kLeaf, FindingCode::kSanMissing,
-          Name("server certificate", info) + " does not cover DNS name " + Quote(name));
+          Name("server certificate", info) + " does not cover DNS name " + Quoted(name));
     }
   }
   for (const std::string& ip : policy_.ip_addresses) {
     const int matched = X509_check_ip_asc(leaf.get(), ip.c_str(), 0);
     if (matched == -2) {
       Add(Part::kLeaf, FindingCode::kSanMissing,
-          Name("server certificate", info) + " cannot cover IP address " + Quote(ip) +
+          Name("server certificate", info) + " cannot cover IP address " + Quoted(ip) +
               ": not an IPv4 or IPv6 address");
     } else if (matched != 1) {
       Add(Part::kLeaf, FindingCode::kSanMissing,
-          Name("server certificate", info) + " does not cover IP address " + Quote(ip));
+          Name("server certificate", info) + " does not cover IP address " + Quoted(ip));
     }
   }
   ERR_clear_error();

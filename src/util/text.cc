@@ -1,5 +1,7 @@
 #include "certctl/util/text.h"
 
+#include <cctype>
+
 namespace certctl {
 namespace {
 
@@ -90,5 +92,15 @@ std::string OneLine(std::string_view text, std::size_t max_bytes) {
   }
   return line;
 }
+
+std::string AsciiLower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::string Quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
 }  // namespace certctl

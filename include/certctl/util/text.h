@@ -13,6 +13,12 @@ namespace certctl {
 // `max_bytes` (on a character boundary, then "...").
 std::string OneLine(std::string_view text, std::size_t max_bytes);
 
+// `text` with ASCII letters in lower case (DNS names, key types, hex): locale-independent.
+std::string AsciiLower(std::string_view text);
+
+// `text` in double quotes, for names and values quoted in messages.
+std::string Quoted(std::string_view text);
+
 // The strings of `items` in their order, separated by ", ", for lists in messages.
 template <typename Strings>
 std::string JoinWithCommas(const Strings& items) {

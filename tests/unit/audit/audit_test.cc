@@ -14,6 +14,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::audit {
+namespace audit_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -433,4 +434,5 @@ TEST(AuditHandshake, WhatIsServedIsJudged) {
 }
 
 }  // namespace
+}  // namespace audit_test
 }  // namespace certctl::audit

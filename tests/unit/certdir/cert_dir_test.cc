@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 namespace certctl::certdir {
+namespace cert_dir_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -230,4 +231,5 @@ TEST(CertDir, ReadersAlwaysSeeWholeFiles) {
 }
 
 }  // namespace
+}  // namespace cert_dir_test
 }  // namespace certctl::certdir

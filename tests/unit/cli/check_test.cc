@@ -6,6 +6,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::testing {
+namespace check_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -171,4 +172,5 @@ TEST_F(CheckCommand, WithoutNamesOrTargetsItSaysNoSanWasChecked) {
 }
 
 }  // namespace
+}  // namespace check_test
 }  // namespace certctl::testing

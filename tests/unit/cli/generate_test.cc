@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 namespace certctl::testing {
+namespace generate_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -276,4 +277,5 @@ TEST(GenerateCommand, BadInputIsAUsageErrorOnOneLine) {
 }
 
 }  // namespace
+}  // namespace generate_test
 }  // namespace certctl::testing

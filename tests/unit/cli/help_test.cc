@@ -18,6 +18,7 @@
 #include "support/certctl_cli.h"
 
 namespace certctl::testing {
+namespace help_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -133,4 +134,5 @@ TEST(Help, TheNamespaceSaysWhereItComesFromForEachCommand) {
 }
 
 }  // namespace
+}  // namespace help_test
 }  // namespace certctl::testing

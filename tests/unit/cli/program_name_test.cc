@@ -11,6 +11,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::testing {
+namespace program_name_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -125,4 +126,5 @@ TEST_F(InvokedAs, CommandMessagesStartWithTheCommandAsTyped) {
 }
 
 }  // namespace
+}  // namespace program_name_test
 }  // namespace certctl::testing

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::cli {
+namespace unknown_input_test {
 namespace {
 
 const std::vector<std::string> kCommands = {"generate", "check",  "wait",   "job",
@@ -79,4 +80,5 @@ TEST_F(DescribeUnknownInputTest, SkipsValuesAndWhatFollowsTheSeparator) {
 }
 
 }  // namespace
+}  // namespace unknown_input_test
 }  // namespace certctl::cli

@@ -9,6 +9,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::testing {
+namespace usage_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -172,4 +173,5 @@ TEST(Usage, BadLogLevelExitsTwo) {
 }
 
 }  // namespace
+}  // namespace usage_test
 }  // namespace certctl::testing

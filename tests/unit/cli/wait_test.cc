@@ -8,6 +8,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::testing {
+namespace wait_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -77,4 +78,5 @@ TEST(WaitCommand, WrongSanKeepsWaiting) {
 }
 
 }  // namespace
+}  // namespace wait_test
 }  // namespace certctl::testing

@@ -15,6 +15,7 @@
 #include "support/target_objects.h"
 
 namespace certctl::controller {
+namespace callable_test {
 namespace {
 
 using certctl::testing::ApiService;
@@ -548,4 +549,5 @@ TEST_F(ServiceCheck, WaitingForAReadyEndpointLooksLessOftenAsTheWaitGoesOn) {
 }
 
 }  // namespace
+}  // namespace callable_test
 }  // namespace certctl::controller

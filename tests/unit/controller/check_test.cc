@@ -19,6 +19,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::controller {
+namespace check_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -607,4 +608,5 @@ TEST(CheckTargets, EmptySelectionReadsNothing) {
 }
 
 }  // namespace
+}  // namespace check_test
 }  // namespace certctl::controller

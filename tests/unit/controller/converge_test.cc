@@ -15,6 +15,7 @@
 #include "support/target_objects.h"
 
 namespace certctl::controller {
+namespace converge_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -224,4 +225,5 @@ TEST(Converge, TheInjectPhaseRefusesASecretThatIsNotValid) {
 }
 
 }  // namespace
+}  // namespace converge_test
 }  // namespace certctl::controller

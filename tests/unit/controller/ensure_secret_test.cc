@@ -24,6 +24,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::controller {
+namespace ensure_secret_test {
 namespace {
 
 using StringMap = std::map<std::string, std::string>;
@@ -1271,4 +1272,5 @@ TEST(EnsureSecret, PolicyCoversTheContractSans) {
 }
 
 }  // namespace
+}  // namespace ensure_secret_test
 }  // namespace certctl::controller

@@ -16,6 +16,7 @@
 #include "support/target_objects.h"
 
 namespace certctl::controller {
+namespace inject_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -546,4 +547,5 @@ TEST(InjectBundle, WebhookConfigurationWithoutWebhooksIsAnErrorNamingIt) {
 }
 
 }  // namespace
+}  // namespace inject_test
 }  // namespace certctl::controller

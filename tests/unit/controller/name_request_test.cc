@@ -6,6 +6,7 @@
 #include "certctl/util/duration.h"
 
 namespace certctl::controller {
+namespace name_request_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -122,4 +123,5 @@ TEST(NameRequest, NamesNotCoveredAreJudgedAsTheApiServerMatchesHosts) {
 }
 
 }  // namespace
+}  // namespace name_request_test
 }  // namespace certctl::controller

@@ -15,6 +15,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::controller {
+namespace other_callers_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -273,4 +274,5 @@ TEST(EnsureSecret, LooksForOtherCallersOnlyWhenALeafDropsNames) {
 }
 
 }  // namespace
+}  // namespace other_callers_test
 }  // namespace certctl::controller

@@ -14,6 +14,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::controller {
+namespace rotation_check_test {
 namespace {
 
 using certctl::testing::CaBuilder;
@@ -151,4 +152,5 @@ TEST(JudgeRotationState, ATrustingPhaseWhoseLeafIsFromThePreviousCaStaysTrusting
 }
 
 }  // namespace
+}  // namespace rotation_check_test
 }  // namespace certctl::controller

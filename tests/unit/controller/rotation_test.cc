@@ -6,6 +6,7 @@
 #include "certctl/util/duration.h"
 
 namespace certctl::controller {
+namespace rotation_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -71,4 +72,5 @@ TEST(RotationState, ValuesCertctlNeverWritesAreErrorsNamingTheAnnotation) {
 }
 
 }  // namespace
+}  // namespace rotation_test
 }  // namespace certctl::controller

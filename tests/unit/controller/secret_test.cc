@@ -14,6 +14,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::controller {
+namespace secret_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -231,4 +232,5 @@ TEST(ReadSecretPair, FieldsOfTheWrongTypeAreErrorsNamingTheField) {
 }
 
 }  // namespace
+}  // namespace secret_test
 }  // namespace certctl::controller

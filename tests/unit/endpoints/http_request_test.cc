@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::endpoints {
+namespace http_request_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -119,4 +120,5 @@ TEST(ParseRequestHead, AHeadOverTheCapIsTooLarge) {
 }
 
 }  // namespace
+}  // namespace http_request_test
 }  // namespace certctl::endpoints

@@ -14,6 +14,7 @@
 #include "unit/endpoints/raw_client.h"
 
 namespace certctl::endpoints {
+namespace limits_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -138,4 +139,5 @@ TEST(Limits, StopClosesOpenConnectionsAndTheListener) {
 }
 
 }  // namespace
+}  // namespace limits_test
 }  // namespace certctl::endpoints

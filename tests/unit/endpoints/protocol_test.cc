@@ -11,6 +11,7 @@
 #include "unit/endpoints/raw_client.h"
 
 namespace certctl::endpoints {
+namespace protocol_test {
 namespace {
 
 using testing::BodyOf;
@@ -157,4 +158,5 @@ TEST(Protocol, AClientThatStopsSendingStillGetsItsAnswers) {
 }
 
 }  // namespace
+}  // namespace protocol_test
 }  // namespace certctl::endpoints

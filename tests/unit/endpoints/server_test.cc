@@ -8,6 +8,7 @@
 #include <httplib.h>
 
 namespace certctl::endpoints {
+namespace server_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -92,4 +93,5 @@ TEST(Server, APortInUseIsAnErrorNamingTheAddress) {
 }
 
 }  // namespace
+}  // namespace server_test
 }  // namespace certctl::endpoints

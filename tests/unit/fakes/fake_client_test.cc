@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::testing {
+namespace fake_client_test {
 namespace {
 
 using kube::Json;
@@ -601,4 +602,5 @@ TEST(FakeClient, ConcurrentReadModifyWriteLosesNoUpdate) {
 }
 
 }  // namespace
+}  // namespace fake_client_test
 }  // namespace certctl::testing

@@ -6,6 +6,7 @@
 #include "support/target_objects.h"
 
 namespace certctl::inject {
+namespace called_names_test {
 namespace {
 
 using certctl::testing::ApiService;
@@ -154,4 +155,5 @@ TEST(ReadCalledEndpoints, ObjectsWithoutSlotsHaveNoEndpoints) {
 }
 
 }  // namespace
+}  // namespace called_names_test
 }  // namespace certctl::inject

@@ -9,6 +9,7 @@
 #include "certctl/util/base64.h"
 
 namespace certctl::inject {
+namespace patch_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -321,4 +322,5 @@ TEST(FailClosedPatch, NothingWhenNoEntryHasIgnoreOrTheKindHasNoPolicy) {
 }
 
 }  // namespace
+}  // namespace patch_test
 }  // namespace certctl::inject

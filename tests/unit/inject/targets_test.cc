@@ -9,6 +9,7 @@
 #include "certctl/util/base64.h"
 
 namespace certctl::inject {
+namespace targets_test {
 namespace {
 
 using Json = nlohmann::json;
@@ -278,4 +279,5 @@ TEST(InjectTargets, ApiServiceCaBundleThatIsNotBase64IsInvalid) {
 }
 
 }  // namespace
+}  // namespace targets_test
 }  // namespace certctl::inject

@@ -10,6 +10,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::kube {
+namespace config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -397,4 +398,5 @@ TEST(KubeConfig, ResolveNamespacePrecedence) {
 }
 
 }  // namespace
+}  // namespace config_test
 }  // namespace certctl::kube

@@ -11,6 +11,7 @@
 #include "support/tls_server.h"
 
 namespace certctl::kube {
+namespace curl_transport_test {
 namespace {
 
 using certctl::testing::TlsServer;
@@ -70,4 +71,5 @@ TEST(CurlTransportTest, WakeStreamsWithNoStreamInProgressDoesNothing) {
 }
 
 }  // namespace
+}  // namespace curl_transport_test
 }  // namespace certctl::kube

@@ -9,6 +9,7 @@
 #include "fakes/fake_transport.h"
 
 namespace certctl::kube {
+namespace errors_test {
 namespace {
 
 using certctl::testing::FakeReply;
@@ -126,4 +127,5 @@ TEST(KubeErrors, WatchErrorEventStatusMapsTheSameWay) {
 }
 
 }  // namespace
+}  // namespace errors_test
 }  // namespace certctl::kube

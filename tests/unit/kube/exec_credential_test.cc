@@ -14,6 +14,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::kube {
+namespace exec_credential_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -158,4 +159,5 @@ TEST(ExecPlugin, AFailingPluginIsReportedWithItsStatus) {
 }
 
 }  // namespace
+}  // namespace exec_credential_test
 }  // namespace certctl::kube

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::kube {
+namespace managed_fields_test {
 namespace {
 
 Json Entry(const std::string& manager, const std::string& time, Json fields) {
@@ -47,4 +48,5 @@ TEST(ManagedFields, NoOrMalformedManagedFieldsNameNobody) {
 }
 
 }  // namespace
+}  // namespace managed_fields_test
 }  // namespace certctl::kube

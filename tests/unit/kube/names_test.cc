@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::kube {
+namespace names_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -51,4 +52,5 @@ TEST(ObjectNames, LabelsAreSubdomainsOfOnePartAndAtMost63Characters) {
 }
 
 }  // namespace
+}  // namespace names_test
 }  // namespace certctl::kube

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::kube {
+namespace object_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -75,4 +76,5 @@ TEST(ObjectAccessors, ExpectIdentityRefusesAnotherObject) {
 }
 
 }  // namespace
+}  // namespace object_test
 }  // namespace certctl::kube

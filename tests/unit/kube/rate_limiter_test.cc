@@ -7,6 +7,7 @@
 #include "fakes/fake_clock.h"
 
 namespace certctl::kube {
+namespace rate_limiter_test {
 namespace {
 
 using certctl::testing::FakeClock;
@@ -69,4 +70,5 @@ TEST(RateLimiter, ZeroQpsMeansUnlimited) {
 }
 
 }  // namespace
+}  // namespace rate_limiter_test
 }  // namespace certctl::kube

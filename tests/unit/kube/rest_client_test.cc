@@ -12,6 +12,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::kube {
+namespace rest_client_test {
 namespace {
 
 using certctl::testing::FakeClock;
@@ -967,4 +968,5 @@ TEST_F(RestClientWatchTest, TransportFailureIsUnavailable) {
 }
 
 }  // namespace
+}  // namespace rest_client_test
 }  // namespace certctl::kube

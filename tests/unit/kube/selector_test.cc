@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::kube {
+namespace selector_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -61,4 +62,5 @@ TEST(LabelSelector, OnlyASelectorWithoutRequirementsSelectsEverything) {
 }
 
 }  // namespace
+}  // namespace selector_test
 }  // namespace certctl::kube

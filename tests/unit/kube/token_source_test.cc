@@ -13,6 +13,7 @@
 #include "support/temp_dir.h"
 
 namespace certctl::kube {
+namespace token_source_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -212,4 +213,5 @@ TEST(TokenSource, ExecCredentialOutputIsCheckedWithoutBeingQuoted) {
 }
 
 }  // namespace
+}  // namespace token_source_test
 }  // namespace certctl::kube

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::kube {
+namespace watch_decoder_test {
 namespace {
 
 // Three events as the API server writes them, with strings that contain an escaped newline,
@@ -165,4 +166,5 @@ TEST(WatchDecoder, NumberOutOfRangeIsAMalformedEvent) {
 }
 
 }  // namespace
+}  // namespace watch_decoder_test
 }  // namespace certctl::kube

@@ -12,6 +12,7 @@
 #include "fakes/fake_clock.h"
 
 namespace certctl::leader {
+namespace elector_test {
 namespace {
 
 using certctl::testing::FakeClient;
@@ -196,4 +197,5 @@ TEST(MicroTime, SixFractionalDigitsInUtc) {
 }
 
 }  // namespace
+}  // namespace elector_test
 }  // namespace certctl::leader

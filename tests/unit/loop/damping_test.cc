@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::loop {
+namespace damping_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -143,4 +144,5 @@ TEST(RepairDamper, FieldsOfOneObjectShareItsRow) {
 }
 
 }  // namespace
+}  // namespace damping_test
 }  // namespace certctl::loop

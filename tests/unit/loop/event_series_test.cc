@@ -8,6 +8,7 @@
 #include "certctl/util/duration.h"
 
 namespace certctl::loop {
+namespace event_series_test {
 namespace {
 
 using kube::Json;
@@ -98,4 +99,5 @@ TEST(EventSeries, SeriesAreApartByReasonTypeAndObject) {
 }
 
 }  // namespace
+}  // namespace event_series_test
 }  // namespace certctl::loop

@@ -9,6 +9,7 @@
 #include "fakes/fake_client.h"
 
 namespace certctl::loop {
+namespace events_test {
 namespace {
 
 using certctl::testing::FakeClient;
@@ -126,4 +127,5 @@ TEST(Events, ARoleThatMayOnlyCreateEventsStillGetsEveryRepeatTold) {
 }
 
 }  // namespace
+}  // namespace events_test
 }  // namespace certctl::loop

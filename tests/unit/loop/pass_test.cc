@@ -19,6 +19,7 @@
 #include "unit/loop/fixtures.h"
 
 namespace certctl::loop {
+namespace pass_test {
 namespace {
 
 using StringMap = std::map<std::string, std::string>;
@@ -715,4 +716,5 @@ TEST(ReconcilePass, AHeldBackSecretRepairLeavesTheSecretAndTheFolderAndIsNotRead
 }
 
 }  // namespace
+}  // namespace pass_test
 }  // namespace certctl::loop

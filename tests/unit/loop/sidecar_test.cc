@@ -20,6 +20,7 @@
 #include "unit/loop/fixtures.h"
 
 namespace certctl::loop {
+namespace sidecar_test {
 namespace {
 
 using certctl::testing::FakeClient;
@@ -364,4 +365,5 @@ TEST(Sidecar, TheServingCheckWaitsForTheWebhookToServeATrustedCertificate) {
 }
 
 }  // namespace
+}  // namespace sidecar_test
 }  // namespace certctl::loop

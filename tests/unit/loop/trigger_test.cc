@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::loop {
+namespace trigger_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -76,4 +77,5 @@ TEST(Trigger, ManyThreadsRequestingLoseNothing) {
 }
 
 }  // namespace
+}  // namespace trigger_test
 }  // namespace certctl::loop

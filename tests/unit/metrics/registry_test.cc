@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::metrics {
+namespace registry_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -100,4 +101,5 @@ TEST(Registry, ConcurrentUpdatesAreAllCounted) {
 }
 
 }  // namespace
+}  // namespace registry_test
 }  // namespace certctl::metrics

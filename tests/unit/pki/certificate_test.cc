@@ -16,6 +16,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::pki {
+namespace certificate_test {
 namespace {
 
 using certctl::testing::CaBuilder;
@@ -208,4 +209,5 @@ TEST(PkiCertificate, BundleRejectsNoBlockAtAll) {
 }
 
 }  // namespace
+}  // namespace certificate_test
 }  // namespace certctl::pki

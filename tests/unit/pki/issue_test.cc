@@ -15,6 +15,7 @@
 #include "fakes/fake_clock.h"
 
 namespace certctl::pki {
+namespace issue_test {
 namespace {
 
 using certctl::testing::FakeClock;
@@ -272,4 +273,5 @@ TEST(PkiIssue, TheMaximumValidityEndsAHundredYearsLater) {
 }
 
 }  // namespace
+}  // namespace issue_test
 }  // namespace certctl::pki

@@ -9,6 +9,7 @@
 #include "support/process.h"
 
 namespace certctl::pki {
+namespace key_test {
 namespace {
 
 using certctl::testing::Openssl;
@@ -188,4 +189,5 @@ TEST(PkiKey, ErrorMessagesNeverContainKeyMaterial) {
 }
 
 }  // namespace
+}  // namespace key_test
 }  // namespace certctl::pki

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl::pki {
+namespace names_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -146,6 +147,7 @@ TEST(PkiNames, ValidateIpAddressAcceptsBothFamilies) {
 }
 
 }  // namespace
+}  // namespace names_test
 // The host name check of Go's TLS client, which the API server runs on every webhook call.
 TEST(SansCoverHost, DnsNamesMatchCaseInsensitivelyAndIgnoreATrailingDot) {
   const std::vector<std::string> dns = {"hook.infra.svc", "Other.Example.COM"};

@@ -20,6 +20,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::pki {
+namespace openssl_oracle_test {
 namespace {
 
 using certctl::testing::CaBuilder;
@@ -92,10 +93,12 @@ std::string Line(const std::string& text, const std::string& prefix) {
 }
 
 }  // namespace
+}  // namespace openssl_oracle_test
 
 // Names the key type in test output instead of its bytes.
 void PrintTo(KeyType type, std::ostream* out) { *out << KeyTypeName(type); }
 
+namespace openssl_oracle_test {
 namespace {
 
 class PkiOracle : public ::testing::TestWithParam<KeyType> {};
@@ -371,4 +374,5 @@ TEST(PkiOracleCli, OpensslRejectsALeafFromAnotherCaLikeWeDo) {
 }
 
 }  // namespace
+}  // namespace openssl_oracle_test
 }  // namespace certctl::pki

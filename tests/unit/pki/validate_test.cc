@@ -20,6 +20,7 @@
 #include "support/test_pki.h"
 
 namespace certctl::pki {
+namespace validate_test {
 namespace {
 
 using certctl::testing::BundlePem;
@@ -769,4 +770,5 @@ TEST(PkiValidate, CaThatExpiredCenturiesAgoSaysHowLongAgo) {
 }
 
 }  // namespace
+}  // namespace validate_test
 }  // namespace certctl::pki

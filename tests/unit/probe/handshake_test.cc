@@ -11,6 +11,7 @@
 #include "support/tls_server.h"
 
 namespace certctl::probe {
+namespace handshake_test {
 namespace {
 
 using testing::CaBuilder;
@@ -162,4 +163,5 @@ TEST(DialAsApiServer, NoListenerServesNothing) {
 }
 
 }  // namespace
+}  // namespace handshake_test
 }  // namespace certctl::probe

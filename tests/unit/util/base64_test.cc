@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl {
+namespace base64_test {
 namespace {
 
 TEST(Base64, EncodesRfc4648Vectors) {
@@ -35,4 +36,5 @@ TEST(Base64, RejectsMalformedInput) {
 }
 
 }  // namespace
+}  // namespace base64_test
 }  // namespace certctl

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl {
+namespace duration_test {
 namespace {
 
 using std::chrono::seconds;
@@ -154,4 +155,5 @@ TEST(Rfc3339, TimesBeyondATimePointSaturateAtItsEnds) {
 }
 
 }  // namespace
+}  // namespace duration_test
 }  // namespace certctl

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 namespace certctl {
+namespace file_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -82,4 +83,5 @@ TEST(SyncDirectory, AMissingFolderIsAnIoError) {
 }
 
 }  // namespace
+}  // namespace file_test
 }  // namespace certctl

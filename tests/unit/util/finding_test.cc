@@ -7,6 +7,7 @@
 #include "certctl/util/result.h"
 
 namespace certctl {
+namespace finding_test {
 namespace {
 
 TEST(FindingCode, NamesAreStableKebabCaseAndRoundTrip) {
@@ -42,4 +43,5 @@ TEST(Error, WrapKeepsCodeAndPrefixesContext) {
 }
 
 }  // namespace
+}  // namespace finding_test
 }  // namespace certctl

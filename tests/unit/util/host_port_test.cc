@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl {
+namespace host_port_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -28,4 +29,5 @@ TEST(HostPort, ErrorsNameWhatTheAddressIsFor) {
 }
 
 }  // namespace
+}  // namespace host_port_test
 }  // namespace certctl

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl {
+namespace random_test {
 namespace {
 
 TEST(RandomSuffix, IsLowercaseAlphanumericOfTheAskedLengthAndVaries) {
@@ -20,4 +21,5 @@ TEST(RandomSuffix, IsLowercaseAlphanumericOfTheAskedLengthAndVaries) {
 }
 
 }  // namespace
+}  // namespace random_test
 }  // namespace certctl

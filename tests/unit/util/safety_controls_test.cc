@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl {
+namespace safety_controls_test {
 namespace {
 
 // Only the soak's control build (preset control) has the switches: in this build, as in
@@ -21,4 +22,5 @@ TEST(SafetyControls, TheEnvironmentRemovesNothingOutsideTheControlBuild) {
 }
 
 }  // namespace
+}  // namespace safety_controls_test
 }  // namespace certctl

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace certctl {
+namespace text_test {
 namespace {
 
 TEST(OneLine, PlainTextIsUnchanged) {
@@ -62,4 +63,5 @@ TEST(OneLine, LongTextIsClippedOnACharacterBoundary) {
 }
 
 }  // namespace
+}  // namespace text_test
 }  // namespace certctl
