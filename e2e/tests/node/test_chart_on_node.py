@@ -103,8 +103,18 @@ def container_statuses(pod):
 
 
 def webhook_logs(node):
-    return node.kubectl("logs", "-n", NS, "-l", WEBHOOK_PODS, "-c", "webhook",
-                        "--tail=-1", "--prefix").stdout
+    """The webhook containers' logs, pod by pod. A pod that goes between the listing and its
+    read (a scale-down, a rollout) or whose container has not started is left out: `kubectl
+    logs -l` fails on the first such pod (a CI run lost the test to one)."""
+    logs = []
+    for pod in node.get("pods", "-n", NS, "-l", WEBHOOK_PODS)["items"]:
+        proc = node.kubectl("logs", "-n", NS, pod["metadata"]["name"], "-c", "webhook",
+                            "--tail=-1", "--prefix", check=False)
+        if proc.returncode == 0:
+            logs.append(proc.stdout)
+        elif "NotFound" not in proc.stderr and "waiting to start" not in proc.stderr:
+            raise AssertionError(f"kubectl logs {pod['metadata']['name']} failed:\n{proc.stderr}")
+    return "".join(logs)
 
 
 def wait_for(what, predicate, bound=120.0, every=0.2):
