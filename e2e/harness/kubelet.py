@@ -2,7 +2,11 @@
 PodContainer (at the end): it plays the kubelet for one long-running container of a pod
 template, such as the native sidecar of a Deployment.
 
-There is no container runtime on the test machines, so Helm hook Jobs would never finish.
+The emulator has no kubelet, so Helm hook Jobs against it would never finish. The node tier
+(tests/node/, a real kubelet) shows what pods do for the chart; this played kubelet stays
+for what the node cannot serve (e2e/README.md says which: faults, a container stopped at a
+chosen moment, manifests other than the chart).
+
 A JobRunner watches Jobs in all namespaces of an emulator and runs each new one as a local
 process, the way a node would run the Job's pod:
 
