@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks formatting (clang-format) and runs the project's clang-tidy checks over every
-# unit the build compiles, using the compile commands of a configured preset (default: ci); gofmt and
-# go vet on the Go programs of the test bed (e2e/controlplane), of the benchmarks
+# unit the build compiles, using the compile commands of a configured preset (default: ci);
+# gofmt and go vet on the Go programs of the test bed (e2e/controlplane), of the benchmarks
 # (bench/peers/cert-controller) and the example webhook (examples/webhook).
 # clang-tidy results are cached outside the clone (CERTCTL_CACHE_DIR, default
 # ~/.cache/certctl): a unit is checked again only when its inputs changed. The key of a unit

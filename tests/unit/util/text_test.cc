@@ -62,6 +62,18 @@ TEST(OneLine, LongTextIsClippedOnACharacterBoundary) {
   EXPECT_EQ(OneLine(huge, 400).size(), 403U);
 }
 
+TEST(AsciiLower, LowersAsciiLettersOnly) {
+  EXPECT_EQ(AsciiLower("Hook.NS.SVC"), "hook.ns.svc");
+  EXPECT_EQ(AsciiLower("RSA-2048"), "rsa-2048");
+  // Bytes past ASCII are left as they are, whatever the locale.
+  EXPECT_EQ(AsciiLower("CAF\xc3\x89"), "caf\xc3\x89");
+}
+
+TEST(Quoted, PutsDoubleQuotesAround) {
+  EXPECT_EQ(Quoted("webhook-ca"), "\"webhook-ca\"");
+  EXPECT_EQ(Quoted(""), "\"\"");
+}
+
 }  // namespace
 }  // namespace text_test
 }  // namespace certctl
