@@ -92,7 +92,7 @@ if [[ -n ${last[total]:-} ]]; then
 elif $quick; then
   echo "test: no earlier --quick run on this machine: expect about 15 min warm (docs/ci.md)"
 else
-  echo "test: no earlier run on this machine: expect about 17 min with warm caches, 55 min" \
+  echo "test: no earlier run on this machine: expect about 17 min with warm caches, 40 min" \
     "on a new machine (docs/ci.md)"
 fi
 $quick && echo "test: --quick leaves out the unit tests under sanitizers, fuzzing, the peers" \
