@@ -1,7 +1,6 @@
 #include "certctl/controller/targets.h"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
 #include "certctl/inject/called_names.h"

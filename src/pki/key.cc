@@ -1,7 +1,6 @@
 #include "certctl/pki/key.h"
 
 #include <array>
-#include <cctype>
 #include <memory>
 #include <optional>
 #include <string>

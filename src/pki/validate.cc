@@ -1,7 +1,6 @@
 #include "certctl/pki/validate.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdint>
 #include <ctime>
 #include <string>
