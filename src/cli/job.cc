@@ -193,6 +193,7 @@ int RunJob(const JobOptions& options, const std::string& command, const Environm
     return kExitUsage;
   }
   made->refuse_to_break_other_callers = !options.force_reissue;
+  made->issuer = MakeIssuer(options.secret, "job", InstanceIdentity(env), clock.Now());
   const controller::SecretSpec& spec = *made;
   const std::string secret_object = controller::SecretObjectName(spec.ns, spec.name);
 

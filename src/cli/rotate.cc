@@ -308,6 +308,7 @@ int RunRotate(const RotateOptions& options, const std::string& command, const En
       return kExitUsage;
     }
     spec = std::move(*made);
+    spec.issuer = MakeIssuer(options.secret, "rotate", InstanceIdentity(env), clock.Now());
     reporter.Say("no controller took the request within " + waited + "; rotating here");
     controller::ConvergeOptions converge;
     converge.inject = !options.targets.empty();

@@ -20,7 +20,6 @@
 #include "certctl/pki/names.h"
 #include "certctl/util/duration.h"
 #include "certctl/util/host_port.h"
-#include "certctl/util/random.h"
 
 #include "cli/exit_codes.h"
 #include <pthread.h>
@@ -36,17 +35,6 @@ constexpr std::chrono::milliseconds kShutdownGrace{4500};
 int UsageError(const std::string& command, const std::string& message) {
   std::cerr << command << ": " << message << "\n";
   return kExitUsage;
-}
-
-// $POD_NAME or the hostname, plus "_" and a random suffix: unique even when two processes
-// share a pod name (a restarted container), as client-go's identities are.
-std::string DefaultIdentity(const Environment& env) {
-  std::string base = env.Get("POD_NAME").value_or("");
-  if (base.empty()) {
-    char host[256] = {};
-    base = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "certctl";
-  }
-  return base + "_" + RandomSuffix();
 }
 
 void Log(loop::LogLevel level, const std::string& message) {
@@ -93,6 +81,9 @@ endpoints::Response Readyz(const loop::Sidecar& sidecar, const endpoints::Query&
   for (const std::string& object : sidecar.FailurePolicyHolds()) {
     listing += "hold: " + object + " carries " + controller::kHoldFailurePolicyAnnotation +
                ": certctl changes no failurePolicy in it\n";
+  }
+  if (auto conflict = sidecar.Conflict(); conflict) {
+    listing += "conflict: " + *conflict + "\n";
   }
   if (query.contains("verbose")) {
     return {ready ? 200 : 503,
@@ -341,6 +332,8 @@ int RunController(const RunOptions& options, const std::string& command, const E
     return UsageError(command, spec.error().message());
   }
 
+  const std::string identity = options.identity.empty() ? InstanceIdentity(env) : options.identity;
+  spec->issuer = MakeIssuer(options.secret, "run", identity, clock.Now());
   loop::SidecarConfig config;
   config.pass.secret = *spec;
   config.pass.targets = options.targets;
@@ -353,7 +346,6 @@ int RunController(const RunOptions& options, const std::string& command, const E
         loop::ServingCheck{**serving_address, pki::RequiredDnsNames(spec->identity).front()};
   }
   config.fail_closed_once_ready = !options.failure_policy_once_ready.empty();
-  const std::string identity = options.identity.empty() ? DefaultIdentity(env) : options.identity;
   config.instance = identity;
   if (options.leader_elect) {
     config.election = leader::ElectionConfig{cluster->ns,

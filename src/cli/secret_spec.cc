@@ -1,6 +1,10 @@
 #include "cli/secret_spec.h"
 
+#include "certctl/pki/key.h"
 #include "certctl/util/duration.h"
+#include "certctl/util/random.h"
+
+#include <unistd.h>
 
 namespace certctl::cli {
 
@@ -48,6 +52,36 @@ Result<controller::SecretSpec> MakeSecretSpec(const SecretFlags& flags, const st
   spec.adopt = flags.adopt;
   spec.ca_overlap = flags.ca_overlap;
   return spec;
+}
+
+std::string InstanceIdentity(const Environment& env) {
+  std::string base = env.Get("POD_NAME").value_or("");
+  if (base.empty()) {
+    char host[256] = {};
+    base = ::gethostname(host, sizeof(host) - 1) == 0 ? host : "certctl";
+  }
+  return base + "_" + RandomSuffix();
+}
+
+controller::Issuer MakeIssuer(const SecretFlags& flags, std::string command, std::string identity,
+                              TimePoint started) {
+  // The CA's subject counts only when a flag sets it: its default follows --service, a name
+  // that instances merge rather than fight over.
+  controller::IssuerSettings settings{
+      {"key-type", std::string(pki::KeyTypeName(flags.issuance.key_type))},
+      {"cluster-domain", flags.identity.cluster_domain}};
+  if (!flags.issuance.ca_name.empty()) {
+    settings.emplace_back("ca-name", flags.issuance.ca_name);
+  }
+  if (!flags.issuance.ca_organization.empty()) {
+    settings.emplace_back("ca-organization", flags.issuance.ca_organization);
+  }
+  settings.emplace_back("ca-validity", FormatDuration(flags.issuance.ca_validity));
+  settings.emplace_back("cert-validity", FormatDuration(flags.issuance.cert_validity));
+  return controller::Issuer{.command = std::move(command),
+                            .identity = std::move(identity),
+                            .started = started,
+                            .settings = std::move(settings)};
 }
 
 }  // namespace certctl::cli

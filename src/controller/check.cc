@@ -78,6 +78,10 @@ Result<CheckReport> CheckSecret(kube::Client& client, std::string_view ns, std::
     report.other_findings.push_back(
         {FindingCode::kRotationStateInvalid, secret_object, problem.message});
   }
+  if ((*stored)->conflict) {
+    report.other_findings.push_back(
+        {FindingCode::kConflictingConfiguration, secret_object, *(*stored)->conflict});
+  }
   report.validation = std::move((*stored)->validation);
   return report;
 }

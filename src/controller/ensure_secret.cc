@@ -124,6 +124,30 @@ Result<SecretSpec> SpecWithRequestedNames(const SecretSpec& spec, const Json& se
   return effective;
 }
 
+// The actions whose pair reflects the issuer's settings (a repair or a CA retired does not).
+bool IssuesPair(SecretAction action) {
+  switch (action) {
+    case SecretAction::kCreated:
+    case SecretAction::kLeafReissued:
+    case SecretAction::kCaReplaced:
+    case SecretAction::kCaRotationStarted:
+    case SecretAction::kLeafMovedToNewCa:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The pair as stored, for an outcome that writes none of it.
+void KeepStored(const pki::PairSource& source, pki::ValidationReport validation,
+                const RotationState& rotation, SecretOutcome& outcome) {
+  outcome.ca_bundle = source.ca_pem.value_or("");
+  outcome.tls_crt = source.cert_pem.value_or("");
+  outcome.tls_key = source.key_pem.value_or("");
+  outcome.validation = std::move(validation);
+  outcome.rotation = rotation;
+}
+
 // Why a new leaf is refused: who outside the targets still calls the names it drops.
 std::string BreaksOtherCallers(const std::string& object, const std::vector<OtherCaller>& found) {
   std::vector<std::string> hosts;
@@ -164,7 +188,11 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       if (!validation) {
         return Fail(validation.error());
       }
-      auto created = client.Create(kube::kSecrets, spec.ns, NewSecret(spec, *issued));
+      Json fresh = NewSecret(spec, *issued);
+      if (spec.issuer) {
+        RecordIssuer(fresh, *spec.issuer);
+      }
+      auto created = client.Create(kube::kSecrets, spec.ns, fresh);
       if (created) {
         return SecretOutcome{.action = SecretAction::kCreated,
                              .managed = true,
@@ -179,7 +207,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                              .stored_data = DataOf(*created),
                              .held_back = false,
                              .names_dropped = {},
-                             .other_callers = {}};
+                             .other_callers = {},
+                             .conflict = std::nullopt};
       }
       if (created.error().code() == ErrorCode::kAlreadyExists) {
         continue;  // another writer was first: validate what it stored
@@ -258,7 +287,8 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
                            .stored_data = {},
                            .held_back = false,
                            .names_dropped = {},
-                           .other_callers = {}};
+                           .other_callers = {},
+                           .conflict = std::nullopt};
     }
 
     auto reading = ReadRotationAnnotations(secret, object);
@@ -315,14 +345,50 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       } else if (plan->action != SecretAction::kNone && !repair.empty()) {
         plan->reason += "; " + repair;
       }
+      // A later instance's pair under other settings, wanting only this instance's names, is
+      // left as it is: the objection is written once, and both report the conflict.
+      if (spec.issuer && IssuesPair(plan->action) &&
+          rotation->requested == RotationRequest::kNone && LacksOnlyNames(validation)) {
+        if (auto issuer = RecordedIssuer(secret); issuer && YieldsTo(*spec.issuer, *issuer)) {
+          outcome.conflict = YieldingConflict(*spec.issuer, *issuer);
+          KeepStored(pair.source, std::move(validation), *rotation, outcome);
+          auto objection = RecordedObjection(secret);
+          if (objection && objection->name == spec.issuer->Name() &&
+              objection->settings == spec.issuer->settings) {
+            return outcome;
+          }
+          RecordObjection(secret, *spec.issuer);
+          auto objected = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
+          if (objected) {
+            outcome.uid = ObjectUid(*objected);
+            return outcome;
+          }
+          if (objected.error().code() == ErrorCode::kConflict) {
+            continue;
+          }
+          return Fail(objected.error().Wrap("update " + object));
+        }
+      }
       if (plan->action == SecretAction::kNone) {
-        // Nothing to write (a rotation waiting for its targets is the caller's to continue).
-        outcome.ca_bundle = pair.source.ca_pem.value_or("");
-        outcome.tls_crt = pair.source.cert_pem.value_or("");
-        outcome.tls_key = pair.source.key_pem.value_or("");
-        outcome.validation = std::move(validation);
-        outcome.rotation = *rotation;
-        return outcome;
+        // Nothing to write (a rotation waiting for its targets is the caller's to continue),
+        // but an objection of this instance's that no longer holds: the pair now suits it.
+        KeepStored(pair.source, std::move(validation), *rotation, outcome);
+        if (!spec.issuer) {
+          return outcome;
+        }
+        outcome.conflict = ObjectedConflict(*spec.issuer, secret);
+        if (!DropObjection(secret, *spec.issuer)) {
+          return outcome;
+        }
+        auto withdrawn = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
+        if (withdrawn) {
+          outcome.uid = ObjectUid(*withdrawn);
+          return outcome;
+        }
+        if (withdrawn.error().code() == ErrorCode::kConflict) {
+          continue;
+        }
+        return Fail(withdrawn.error().Wrap("update " + object));
       }
       if (hold_back && hold_back(secret)) {
         outcome.held_back = true;
@@ -355,6 +421,11 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       }
       SetData(secret, plan->pem);
       WriteRotationState(plan->rotation, secret);
+      if (spec.issuer && IssuesPair(plan->action)) {
+        RecordIssuer(secret, *spec.issuer);
+      } else if (spec.issuer) {
+        DropObjection(secret, *spec.issuer);
+      }
       outcome.action = plan->action;
       outcome.reason = std::move(plan->reason);
       outcome.ca_bundle = plan->pem.ca_crt;
@@ -368,6 +439,9 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
     if (updated) {
       outcome.uid = ObjectUid(*updated);
       outcome.stored_data = DataOf(*updated);
+      if (spec.issuer) {
+        outcome.conflict = ObjectedConflict(*spec.issuer, *updated);
+      }
       return outcome;
     }
     if (updated.error().code() == ErrorCode::kConflict) {
@@ -455,6 +529,9 @@ Result<SecretOutcome> MoveLeafToNewCa(kube::Client& client, const SecretSpec& sp
         std::min(bundle[1].Info().not_after, SaturatingAdd(now, spec.ca_overlap));
     SetData(secret, pem);
     WriteRotationState(overlapping, secret);
+    if (spec.issuer) {
+      RecordIssuer(secret, *spec.issuer);
+    }
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
     if (!updated) {
       if (updated.error().code() == ErrorCode::kConflict) {

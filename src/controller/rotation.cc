@@ -6,8 +6,9 @@
 #include "certctl/util/text.h"
 
 namespace certctl::controller {
-
+namespace {
 using Json = nlohmann::json;
+}  // namespace
 
 // Keys hold a slash, which a JSON pointer would split: looked up directly.
 Result<std::optional<std::string>> SecretAnnotation(const Json& secret, const std::string& object,

@@ -1,5 +1,6 @@
 #include "certctl/controller/secret.h"
 
+#include "certctl/controller/issuer.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/controller/rotation_check.h"
 #include "certctl/kube/object.h"
@@ -130,8 +131,12 @@ Result<std::optional<StoredSecret>> ReadStoredSecret(kube::Client& client, std::
     rotation.problems.insert(rotation.problems.end(), requested->problems.begin(),
                              requested->problems.end());
   }
-  StoredSecret stored{std::move(*pair),       {}, {}, rotation.state, std::move(rotation.problems),
-                      std::move(name_request)};
+  StoredSecret stored{
+      std::move(*pair),        {},          {}, rotation.state, std::move(rotation.problems),
+      std::move(name_request), std::nullopt};
+  if (stored.pair.managed) {
+    stored.conflict = RecordedConflict(**object);
+  }
   // While a rotation waits for the targets to trust its new CA, the leaf is still the one the
   // outgoing CA issued, which may be due for renewal: that is what the rotation is doing.
   pki::ValidationPolicy judged = policy;

@@ -112,6 +112,10 @@ void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report)
   if (!outcome.stored_data.empty()) {
     report.secret_data = outcome.stored_data;
   }
+  report.conflict = outcome.conflict;
+  if (!outcome.uid.empty()) {
+    report.secret_uid = outcome.uid;
+  }
   RecordExpiry(outcome.validation, report);
   RecordRotation(outcome.rotation, report);
   report.rotation_problems.insert(report.rotation_problems.end(), outcome.rotation_problems.begin(),
@@ -201,7 +205,9 @@ Result<PassReport> LeaderPass(kube::Client& client, const PassConfig& config, co
                 secret->ca_bundle);
     return report;
   }
-  if (secret->rotation.phase == controller::RotationPhase::kTrusting) {
+  // A rotation of a pair this replica yielded to is its issuer's to continue.
+  const bool yielding = secret->conflict && secret->conflict->yielding;
+  if (secret->rotation.phase == controller::RotationPhase::kTrusting && !yielding) {
     // Step 2 only once every target reads back the new bundle: a second look, which must find
     // nothing left to write.
     auto confirmed = InjectNow(client, config, secret->ca_bundle, clock, report);

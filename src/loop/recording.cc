@@ -334,6 +334,38 @@ void Sidecar::NoteFailurePolicyHolds(const std::vector<controller::TargetObject>
   }
 }
 
+void Sidecar::NoteConflict(const std::optional<controller::ConfigurationConflict>& conflict,
+                           const std::string& secret_uid) {
+  const auto& spec = config_.pass.secret;
+  const std::string object = controller::SecretObjectName(spec.ns, spec.name);
+  std::optional<std::string> line;
+  if (conflict) {
+    line = "conflicting-configuration: " + conflict->Describe(object);
+  }
+  std::optional<std::string> before;
+  {
+    const std::lock_guard lock(state_mutex_);
+    before = std::exchange(conflict_, line);
+  }
+  metrics_.conflicting_configuration.Set({spec.ns + "/" + spec.name}, line ? 1 : 0);
+  if (line == before) {
+    return;
+  }
+  if (!line) {
+    log_(LogLevel::kInfo, "no other certctl instance with other settings manages " + object);
+    return;
+  }
+  log_(LogLevel::kWarning, *line);
+  RecordFoldedEvent(MakeEvent({"v1", "Secret", spec.ns, spec.name, secret_uid},
+                              "ConflictingConfiguration", *line, config_.instance, clock_.Now(),
+                              EventType::kWarning));
+}
+
+std::optional<std::string> Sidecar::Conflict() const {
+  const std::lock_guard lock(state_mutex_);
+  return conflict_;
+}
+
 std::vector<std::string> Sidecar::FailurePolicyHolds() const {
   const std::lock_guard lock(state_mutex_);
   return failure_policy_held_;

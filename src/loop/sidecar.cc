@@ -7,6 +7,8 @@
 #include <system_error>
 
 #include "certctl/certdir/cert_dir.h"
+#include "certctl/controller/issuer.h"
+#include "certctl/controller/secret.h"
 #include "certctl/util/text.h"
 
 #include "loop/sidecar_internal.h"
@@ -108,7 +110,13 @@ SidecarMetrics::SidecarMetrics(metrics::Registry& registry)
                          "1 while a webhook configuration carries the annotation "
                          "certctl.io/hold-failure-policy, by target (kind/name): with "
                          "--failure-policy-once-ready, certctl changes no failurePolicy in it.",
-                         {"target"})) {
+                         {"target"})),
+      conflicting_configuration(registry.Gauge(
+          "certctl_conflicting_configuration",
+          "1 while another certctl instance manages the Secret under other settings (key type, "
+          "cluster domain, CA subject, lifetimes): one of the two leaves the other's "
+          "certificate as it is; see /readyz?verbose for which.",
+          {"secret"})) {
   for (FindingCode code : {FindingCode::kTargetNameNotCovered, FindingCode::kTargetInvalid}) {
     call_findings.Set({std::string(FindingCodeName(code))}, 0);
   }
@@ -299,6 +307,9 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     NoteRepairs(*report);
     RecordWrites(*report);
   }
+  if (role == Role::kLeader) {
+    NoteConflict(report->conflict, report->secret_uid);
+  }
   if (role == Role::kLeader && config_.fail_closed_once_ready && !report->targets.empty()) {
     NoteFailurePolicyHolds(report->targets);
   }
@@ -442,6 +453,12 @@ void Sidecar::Run() {
   threads_.clear();
   if (remove_stale_sets_at != MonotonicTime::max()) {
     RemoveStaleSets();
+  }
+  if (const auto& spec = config_.pass.secret; spec.issuer) {
+    if (auto stepped = controller::StepAside(client_, spec.ns, spec.name, *spec.issuer); !stepped) {
+      log_(LogLevel::kWarning, "handing over " + controller::SecretObjectName(spec.ns, spec.name) +
+                                   ": " + stepped.error().message());
+    }
   }
   if (!config_.ready_file.empty()) {
     std::error_code error;

@@ -7,7 +7,7 @@
 namespace certctl {
 namespace {
 
-constexpr std::array<std::pair<FindingCode, std::string_view>, 29> kNames = {{
+constexpr std::array<std::pair<FindingCode, std::string_view>, 30> kNames = {{
     {FindingCode::kMissing, "missing"},
     {FindingCode::kUnparsable, "unparsable"},
     {FindingCode::kExpired, "expired"},
@@ -37,6 +37,7 @@ constexpr std::array<std::pair<FindingCode, std::string_view>, 29> kNames = {{
     {FindingCode::kTimeoutsAddUp, "timeouts-add-up"},
     {FindingCode::kHandshakeFailed, "handshake-failed"},
     {FindingCode::kServingCertExpiringSoon, "serving-cert-expiring-soon"},
+    {FindingCode::kConflictingConfiguration, "conflicting-configuration"},
 }};
 
 }  // namespace

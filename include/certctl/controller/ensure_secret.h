@@ -3,9 +3,11 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "certctl/controller/issuer.h"
 #include "certctl/controller/other_callers.h"
 #include "certctl/controller/rotation.h"
 #include "certctl/controller/rotation_check.h"
@@ -36,6 +38,9 @@ struct SecretSpec {
   // false re-issues it all the same and tells them (a controller must not wedge); true
   // refuses, writing nothing, until a person confirms (`job --force-reissue`).
   bool refuse_to_break_other_callers = false;
+  // This process, recorded with every pair it issues (issuer.h); none records nothing and
+  // never yields to another instance.
+  std::optional<Issuer> issuer;
 };
 
 enum class SecretAction {
@@ -77,6 +82,9 @@ struct SecretOutcome {
   std::vector<std::string> names_dropped;
   // Looked for only when names are dropped: who outside the targets still calls them.
   OtherCallersLook other_callers;
+  // Another instance manages the Secret under other settings (issuer.h): this one yielded to
+  // it (nothing but its objection written) or issued the pair it objects to.
+  std::optional<ConfigurationConflict> conflict;
 };
 
 // A CA bundle kept outside the Secret, where the CA of a damaged ca.crt may still be found:
@@ -123,6 +131,10 @@ using SecretHoldBack = std::function<bool(const kube::Json& secret_as_read)>;
 //  - a write `hold_back` holds: nothing written, outcome.held_back set;
 //  - a leaf issued for a managed Secret names, beyond `spec`'s names, those a follower asked
 //    for (name_request.h) and those of the stored leaf that `called_hosts` still calls;
+//  - with spec.issuer, every pair issued records it; a pair another `certctl run` that
+//    started later issued under other settings, lacking only names, is left as it is
+//    (YieldsTo): the objection is recorded once and outcome.conflict says whose pair it is;
+//    an objection to a pair issued under spec.issuer's settings is outcome.conflict too;
 //  - a leaf that drops names of the stored one asks `other_callers` who else calls them; with
 //    spec.refuse_to_break_other_callers, any it finds is kFailedPrecondition naming them and
 //    the dropped names, and nothing is written; otherwise they are in outcome.other_callers.

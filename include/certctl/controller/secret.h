@@ -55,6 +55,9 @@ struct StoredSecret {
   // Names a follower asked the leader to issue (name_request.h), on a managed Secret; what
   // it holds that cannot be issued is told in rotation_problems.
   std::optional<NameRequest> name_request;
+  // Two certctl instances with different settings on a managed Secret, as its annotations
+  // record them (RecordedConflict): one line, or nothing.
+  std::optional<std::string> conflict;
 };
 
 // GETs the Secret and judges it against `policy` at `now` (while a CA rotation waits for

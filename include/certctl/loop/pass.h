@@ -104,6 +104,9 @@ struct PassReport {
   // will trust when it calls the webhook; while not injected, the Secret's own CA bundle
   // (what the leader is putting there).
   std::vector<std::string> target_bundles;
+  // Another certctl instance manages the Secret under other settings (controller/issuer.h).
+  std::optional<controller::ConfigurationConflict> conflict;
+  std::string secret_uid;  // the Secret's metadata.uid as last read or written, for Events
   // Set when a step failed after the pass wrote something (the Secret, a target): the pass
   // failed, but what it wrote is in this report to be told.
   std::optional<Error> failure;

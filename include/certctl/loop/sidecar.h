@@ -80,6 +80,8 @@ struct SidecarMetrics {
   metrics::Family& overwrites;
   // {target="kind/name"}: 1 while a webhook configuration carries the failurePolicy hold.
   metrics::Family& failure_policy_held;
+  // {secret}: 1 while another certctl instance manages the Secret under other settings.
+  metrics::Family& conflicting_configuration;
 };
 
 // The sidecar controller: watches the Secret and every target, runs one reconcile pass at
@@ -117,6 +119,9 @@ class Sidecar {
   // With --failure-policy-once-ready: the webhook configurations whose failurePolicy certctl
   // leaves alone, as the leader last read them ("validatingwebhookconfiguration/x").
   std::vector<std::string> FailurePolicyHolds() const;
+  // Another certctl instance with other settings on the Secret, as the leader's last pass
+  // found it: one line (ConfigurationConflict::Describe), or nothing.
+  std::optional<std::string> Conflict() const;
   // Liveness: the loop went round within the last minute.
   bool Alive() const;
 
@@ -143,6 +148,10 @@ class Sidecar {
   // The holds on failurePolicy among the targets a leader pass read: kept for /readyz,
   // exported, and logged when one is put on or taken off.
   void NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets);
+  // A configuration conflict a leader pass found (or none): kept for /readyz?verbose,
+  // exported, logged and told in a Warning Event when it starts or changes.
+  void NoteConflict(const std::optional<controller::ConfigurationConflict>& conflict,
+                    const std::string& secret_uid);
   // Repeats the serving handshake: soon after each pass, then every few seconds.
   void ServingLoop();
   // The `certificate` and `injected` checks from a pass (or a failed one: not ready, and
@@ -233,6 +242,7 @@ class Sidecar {
   bool serving_passed_ = false;              // the serving check held at least once
   std::vector<std::string> target_bundles_;  // of the last ready pass, for the handshake
   std::vector<std::string> failure_policy_held_;  // FailurePolicyHolds()
+  std::optional<std::string> conflict_;           // Conflict()
   std::optional<TimePoint> valid_until_;          // notAfter of the leaf (or CA) last judged
   std::optional<TimePoint> next_step_at_;         // a CA rotation's next step (loop thread only)
   BundleHold bundle_hold_;                        // for the wait before step 2 (loop thread only)

@@ -34,6 +34,9 @@ enum class FindingCode {
   // A rotation annotation certctl does not act on as it stands (an unknown value, a phase the
   // Secret's content does not match, a time beyond the overlap): ignored or clamped.
   kRotationStateInvalid,
+  // Two certctl instances with different settings manage one Secret: one leaves the other's
+  // certificate as it is (its objection recorded on the Secret).
+  kConflictingConfiguration,
   // `certctl audit`, about any webhook in the cluster (SPEC 9a):
   kCaBundleUnparsable,      // a caBundle that holds no certificate that parses
   kCaBundleExpired,         // every certificate of a caBundle has expired

@@ -258,8 +258,8 @@ CA), keeps it running beside them and restarts it when it exits. A list item.
     {{- toYaml . | nindent 4 }}
     {{- end }}
   env:
-    # The identity in the Lease and in Events (--identity defaults to $POD_NAME plus a
-    # random suffix), and the namespace.
+    # The identity in the Lease, in Events and in the Secret's certctl.io/issued-by
+    # (--identity defaults to $POD_NAME plus a random suffix), and the namespace.
     - name: POD_NAME
       valueFrom:
         fieldRef:
