@@ -1,7 +1,5 @@
 #include "certctl/fleet/annotation_index.h"
 
-#include "certctl/util/text.h"
-
 namespace certctl::fleet {
 namespace {
 
@@ -28,10 +26,6 @@ void Move(std::map<std::string, std::set<std::string>>& by_secret, const std::st
 }
 
 }  // namespace
-
-std::string TargetKey(inject::TargetKind kind, const std::string& name) {
-  return AsciiLower(inject::TargetKindName(kind)) + "/" + name;
-}
 
 std::vector<std::string> AnnotationIndex::SetService(const std::string& key,
                                                      std::optional<CertificateRequest> request) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "certctl/controller/targets.h"
 #include "certctl/kube/names.h"
 #include "certctl/pki/names.h"
 #include "certctl/util/text.h"
@@ -71,10 +72,6 @@ std::vector<std::string> SplitCommas(std::string_view text) {
   return parts;
 }
 
-std::string TargetDescribed(inject::TargetKind kind, const std::string& name) {
-  return AsciiLower(inject::TargetKindName(kind)) + "/" + name;
-}
-
 }  // namespace
 
 std::string NamespacedKey(const std::string& ns, const std::string& name) {
@@ -95,7 +92,11 @@ Reading<CertificateRequest> ReadCertificateRequest(const Json& service) {
                               Quoted(*secret.value) + ", not a Secret name (" +
                               kube::kSubdomainRule + ")"};
   }
-  CertificateRequest request{.ns = ns, .service = name, .secret = secret_name, .dns_names = {}};
+  CertificateRequest request{.ns = ns,
+                             .service = name,
+                             .secret = secret_name,
+                             .dns_names = {},
+                             .uid = MetadataString(service, "uid")};
   Annotation names = ReadAnnotation(service, described, kDnsNamesAnnotation);
   if (names.problem) {
     return {std::nullopt, names.problem};
@@ -113,7 +114,7 @@ Reading<CertificateRequest> ReadCertificateRequest(const Json& service) {
 Reading<InjectionRequest> ReadInjectionRequest(inject::TargetKind kind, const Json& target,
                                                bool cert_manager_annotations) {
   const std::string name = MetadataString(target, "name");
-  const std::string described = TargetDescribed(kind, name);
+  const std::string described = controller::TargetObjectName(kind, name);
   const char* key = kInjectCaFromAnnotation;
   Annotation from = ReadAnnotation(target, described, key);
   if (!from.problem && !from.value && cert_manager_annotations) {
@@ -138,7 +139,8 @@ Reading<InjectionRequest> ReadInjectionRequest(inject::TargetKind kind, const Js
                            .secret_ns = secret_ns,
                            .secret = secret,
                            .annotation = key,
-                           .fail_once_ready = false};
+                           .fail_once_ready = false,
+                           .uid = MetadataString(target, "uid")};
   Annotation policy = ReadAnnotation(target, described, kFailurePolicyOnceReadyAnnotation);
   if (policy.problem) {
     return {std::nullopt, policy.problem};

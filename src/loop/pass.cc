@@ -113,6 +113,7 @@ void RecordOutcome(const controller::SecretOutcome& outcome, PassReport& report)
     report.secret_data = outcome.stored_data;
   }
   report.conflict = outcome.conflict;
+  report.secret_managed = outcome.managed;
   if (!outcome.uid.empty()) {
     report.secret_uid = outcome.uid;
   }

@@ -15,16 +15,13 @@
 
 namespace certctl::fleet {
 
-// "validatingwebhookconfiguration/name", the key of a target.
-std::string TargetKey(inject::TargetKind kind, const std::string& name);
-
 class AnnotationIndex {
  public:
   // The Service `key` ("ns/name") asks for `request` now (none: for nothing). Returns the
   // Secrets ("ns/name") to reconcile again: the one it asked for before and the one now.
   std::vector<std::string> SetService(const std::string& key,
                                       std::optional<CertificateRequest> request);
-  // The same for the target `key` (TargetKey).
+  // The same for the target `key` (controller::TargetObjectName).
   std::vector<std::string> SetTarget(const std::string& key,
                                      std::optional<InjectionRequest> request);
 

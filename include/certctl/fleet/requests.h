@@ -39,6 +39,7 @@ struct CertificateRequest {
   std::string service;
   std::string secret;                  // in `ns`
   std::vector<std::string> dns_names;  // DNS names and IP addresses, as annotated
+  std::string uid;                     // the Service's, for Events about it
 
   bool operator==(const CertificateRequest&) const = default;
 };
@@ -51,6 +52,7 @@ struct InjectionRequest {
   std::string secret;
   const char* annotation = kInjectCaFromAnnotation;  // which one asked
   bool fail_once_ready = false;                      // kFailurePolicyOnceReadyAnnotation
+  std::string uid;                                   // the target's, for Events about it
 
   bool operator==(const InjectionRequest&) const = default;
 };

@@ -12,7 +12,7 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 CertificateRequest Asks(const std::string& service, const std::string& secret) {
-  return {.ns = "team-a", .service = service, .secret = secret, .dns_names = {}};
+  return {.ns = "team-a", .service = service, .secret = secret, .dns_names = {}, .uid = ""};
 }
 
 InjectionRequest Injects(const std::string& name, const std::string& secret) {
@@ -21,7 +21,8 @@ InjectionRequest Injects(const std::string& name, const std::string& secret) {
           .secret_ns = "team-a",
           .secret = secret,
           .annotation = kInjectCaFromAnnotation,
-          .fail_once_ready = false};
+          .fail_once_ready = false,
+          .uid = ""};
 }
 
 TEST(AnnotationIndex, EachChangeNamesTheSecretsToReconcile) {
@@ -39,8 +40,7 @@ TEST(AnnotationIndex, EachChangeNamesTheSecretsToReconcile) {
 
 TEST(AnnotationIndex, TargetsAreFoundByTheSecretTheyInjectFrom) {
   AnnotationIndex index;
-  const std::string policy = TargetKey(TargetKind::kValidatingWebhookConfiguration, "policy");
-  EXPECT_EQ(policy, "validatingwebhookconfiguration/policy");
+  const std::string policy = "validatingwebhookconfiguration/policy";
   index.SetTarget(policy, Injects("policy", "hook-tls"));
   index.SetTarget("validatingwebhookconfiguration/audit", Injects("audit", "hook-tls"));
   index.SetService("team-a/hook", Asks("hook", "hook-tls"));
