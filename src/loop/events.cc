@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "certctl/controller/secret.h"
 #include "certctl/util/duration.h"
 
 namespace certctl::loop {
@@ -84,6 +85,56 @@ Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, E
     return Fail(patched.error().Wrap(counting + " (told as a new Event instead)"));
   }
   return {};
+}
+
+std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string& ns,
+                                    const std::string& name, const std::string& instance,
+                                    TimePoint now) {
+  const std::string secret_object = controller::SecretObjectName(ns, name);
+  std::vector<kube::Json> events;
+  for (const SecretChange& change : report.secret_changes) {
+    const controller::ObjectReference secret_reference{"v1", "Secret", ns, name, change.uid};
+    const std::string why = change.reason.empty() ? "" : ": " + change.reason;
+    const auto about_secret = [&](std::string_view reason, const std::string& message) {
+      events.push_back(MakeEvent(secret_reference, reason, message, instance, now));
+    };
+    switch (change.action) {
+      case controller::SecretAction::kNone:
+        break;
+      case controller::SecretAction::kCreated:
+        about_secret("Created", "created with a new CA and server certificate");
+        break;
+      case controller::SecretAction::kLeafReissued:
+        about_secret("LeafReissued", "re-issued the server certificate" + why);
+        break;
+      case controller::SecretAction::kCaReplaced:
+        about_secret("CAReplaced", "replaced the CA and the server certificate" + why);
+        break;
+      case controller::SecretAction::kCaRotationStarted:
+        about_secret("CARotationStarted",
+                     "step 1 of 3: a new CA is trusted next to the current one" + why);
+        break;
+      case controller::SecretAction::kLeafMovedToNewCa:
+        about_secret("CARotationLeafMoved",
+                     "step 2 of 3: the server certificate is issued by the new CA" + why);
+        break;
+      case controller::SecretAction::kPreviousCaRetired:
+        about_secret("CARotationFinished",
+                     "step 3 of 3: the previous CA is no longer trusted" + why);
+        break;
+      case controller::SecretAction::kAdopted:
+        about_secret("Adopted", "now managed by certctl");
+        break;
+      case controller::SecretAction::kRepaired:
+        about_secret("Repaired", "removed what did not belong" + why);
+        break;
+    }
+  }
+  for (const controller::ObjectReference& target : report.patched_references) {
+    events.push_back(MakeEvent(target, "CABundleInjected",
+                               "injected the CA bundle of " + secret_object, instance, now));
+  }
+  return events;
 }
 
 }  // namespace certctl::loop

@@ -83,57 +83,11 @@ void Sidecar::TellWrites(const PassReport& report) {
 
 void Sidecar::RecordWrites(const PassReport& report) {
   const auto& secret = config_.pass.secret;
-  const std::string secret_object = controller::SecretObjectName(secret.ns, secret.name);
-  std::vector<kube::Json> events;
-  for (const SecretChange& change : report.secret_changes) {
-    const controller::ObjectReference secret_reference{"v1", "Secret", secret.ns, secret.name,
-                                                       change.uid};
-    const std::string why = change.reason.empty() ? "" : ": " + change.reason;
-    const auto about_secret = [&](std::string_view reason, const std::string& message) {
-      events.push_back(
-          MakeEvent(secret_reference, reason, message, config_.instance, clock_.Now()));
-    };
-    switch (change.action) {
-      case controller::SecretAction::kNone:
-        break;
-      case controller::SecretAction::kCreated:
-        about_secret("Created", "created with a new CA and server certificate");
-        break;
-      case controller::SecretAction::kLeafReissued:
-        about_secret("LeafReissued", "re-issued the server certificate" + why);
-        break;
-      case controller::SecretAction::kCaReplaced:
-        about_secret("CAReplaced", "replaced the CA and the server certificate" + why);
-        break;
-      case controller::SecretAction::kCaRotationStarted:
-        about_secret("CARotationStarted",
-                     "step 1 of 3: a new CA is trusted next to the current one" + why);
-        break;
-      case controller::SecretAction::kLeafMovedToNewCa:
-        about_secret("CARotationLeafMoved",
-                     "step 2 of 3: the server certificate is issued by the new CA" + why);
-        break;
-      case controller::SecretAction::kPreviousCaRetired:
-        about_secret("CARotationFinished",
-                     "step 3 of 3: the previous CA is no longer trusted" + why);
-        break;
-      case controller::SecretAction::kAdopted:
-        about_secret("Adopted", "now managed by certctl");
-        break;
-      case controller::SecretAction::kRepaired:
-        about_secret("Repaired", "removed what did not belong" + why);
-        break;
-    }
-  }
   // Folded like the targets' Events: a fight over tls.crt re-issues the leaf at every
   // repair, which is one LeafReissued series, not an Event a repair.
-  for (kube::Json& event : events) {
+  for (kube::Json& event :
+       WriteEvents(report, secret.ns, secret.name, config_.instance, clock_.Now())) {
     RecordFoldedEvent(std::move(event));
-  }
-  for (const controller::ObjectReference& target : report.patched_references) {
-    RecordFoldedEvent(MakeEvent(target, "CABundleInjected",
-                                "injected the CA bundle of " + secret_object, config_.instance,
-                                clock_.Now()));
   }
 }
 

@@ -2,10 +2,12 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "certctl/controller/inject.h"
 #include "certctl/kube/client.h"
 #include "certctl/loop/event_series.h"
+#include "certctl/loop/pass.h"
 #include "certctl/util/clock.h"
 #include "certctl/util/result.h"
 
@@ -28,6 +30,13 @@ kube::Json MakeEvent(const controller::ObjectReference& about, std::string_view 
 // Creates the event. Events are for people reading `kubectl describe`: a failure is
 // returned for the log, never for the reconcile.
 Status RecordEvent(kube::Client& client, const kube::Json& event);
+
+// The Events that tell what a leader's pass wrote: one about the Secret `ns`/`name` per write
+// to it (Created, LeafReissued, the rotation's steps...), one CABundleInjected per target
+// patched. For an EventSeries to fold, as every Event certctl records.
+std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string& ns,
+                                    const std::string& name, const std::string& instance,
+                                    TimePoint now);
 
 // Writes what an EventSeries decided: creates the Event, or patches its count, message and
 // lastTimestamp. An Event gone meanwhile (deleted, or past the API server's time to live), or
