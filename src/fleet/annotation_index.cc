@@ -105,4 +105,45 @@ std::vector<std::string> AnnotationIndex::Secrets() const {
   return {secrets.begin(), secrets.end()};
 }
 
+SecretRequests AnnotationIndex::RequestsFor(const std::string& secret) const {
+  return SecretRequests{.secret = secret,
+                        .issuing = Issuing(secret),
+                        .outnumbered = OutnumberedServices(secret),
+                        .injecting = Injecting(secret)};
+}
+
+std::vector<std::string> AnnotationIndex::KeepServices(const std::string& ns,
+                                                       const std::set<std::string>& listed) {
+  std::vector<std::string> gone;
+  for (const auto& [key, request] : services_) {
+    if ((ns.empty() || request.ns == ns) && !listed.contains(key)) {
+      gone.push_back(key);
+    }
+  }
+  std::vector<std::string> changed;
+  for (const std::string& key : gone) {
+    for (std::string& secret : SetService(key, std::nullopt)) {
+      changed.push_back(std::move(secret));
+    }
+  }
+  return changed;
+}
+
+std::vector<std::string> AnnotationIndex::KeepTargets(inject::TargetKind kind,
+                                                      const std::set<std::string>& listed) {
+  std::vector<std::string> gone;
+  for (const auto& [key, request] : targets_) {
+    if (request.kind == kind && !listed.contains(key)) {
+      gone.push_back(key);
+    }
+  }
+  std::vector<std::string> changed;
+  for (const std::string& key : gone) {
+    for (std::string& secret : SetTarget(key, std::nullopt)) {
+      changed.push_back(std::move(secret));
+    }
+  }
+  return changed;
+}
+
 }  // namespace certctl::fleet

@@ -116,22 +116,22 @@ controller::SecretSpec SpecFor(const CertificateRequest& request, const IssueSet
   return spec;
 }
 
-Result<SecretReconcile> ReconcileSecret(kube::Client& client, const AnnotationIndex& index,
-                                        const std::string& secret, const IssueSettings& settings,
-                                        const Clock& clock) {
+Result<SecretReconcile> ReconcileSecret(kube::Client& client, const SecretRequests& requests,
+                                        const IssueSettings& settings, const Clock& clock) {
+  const std::string& secret = requests.secret;
   SecretReconcile result;
   result.secret = secret;
-  if (!index.Named(secret)) {
+  if (!requests.named()) {
     return result;
   }
   const std::size_t slash = secret.find('/');
   const std::string ns = secret.substr(0, slash);
   const std::string name = secret.substr(slash + 1);
   const std::string secret_object = controller::SecretObjectName(ns, name);
-  const std::vector<InjectionRequest> targets = index.Injecting(secret);
-  const auto issuing = index.Issuing(secret);
+  const std::vector<InjectionRequest>& targets = requests.injecting;
+  const auto& issuing = requests.issuing;
   if (issuing) {
-    for (const std::string& service : index.OutnumberedServices(secret)) {
+    for (const std::string& service : requests.outnumbered) {
       const std::string service_name = service.substr(service.find('/') + 1);
       result.problems.push_back({ServiceReference(ns, service_name, ""), "SecretClaimed",
                                  std::string(kServingCertSecretAnnotation) + " asks for " +

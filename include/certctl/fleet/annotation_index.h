@@ -15,6 +15,16 @@
 
 namespace certctl::fleet {
 
+// What the annotations ask of one Secret, copied out of the index for a worker.
+struct SecretRequests {
+  std::string secret;                         // "ns/name"
+  std::optional<CertificateRequest> issuing;  // the Service that issues it
+  std::vector<std::string> outnumbered;       // other Services asking for it ("ns/name")
+  std::vector<InjectionRequest> injecting;    // the targets that inject from it
+
+  bool named() const { return issuing.has_value() || !injecting.empty(); }
+};
+
 class AnnotationIndex {
  public:
   // The Service `key` ("ns/name") asks for `request` now (none: for nothing). Returns the
@@ -35,6 +45,15 @@ class AnnotationIndex {
   bool Named(const std::string& secret) const;
   // Every Secret an annotation names, in order.
   std::vector<std::string> Secrets() const;
+  // All of the above about `secret`.
+  SecretRequests RequestsFor(const std::string& secret) const;
+
+  // After a (re)list of Services in `ns` (empty: every namespace): those in the index that
+  // were not listed are removed. Returns the Secrets to reconcile again.
+  std::vector<std::string> KeepServices(const std::string& ns, const std::set<std::string>& listed);
+  // The same for targets of `kind`.
+  std::vector<std::string> KeepTargets(inject::TargetKind kind,
+                                       const std::set<std::string>& listed);
 
   std::size_t service_count() const { return services_.size(); }
   std::size_t target_count() const { return targets_.size(); }

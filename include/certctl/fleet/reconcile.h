@@ -58,12 +58,11 @@ struct SecretReconcile {
   std::vector<Problem> problems;
 };
 
-// Reconciles `secret` ("ns/name") as `index` has it now. Nothing happens to a Secret no
-// annotation names (not even a read). Targets that ask with cert-manager's annotation get a
-// CA only from a Secret that allows direct injection, as cainjector requires. API failures a
+// Reconciles the Secret `requests` is about, as the annotations ask. Nothing happens to a
+// Secret no annotation names (not even a read). Targets that ask with cert-manager's annotation get
+// a CA only from a Secret that allows direct injection, as cainjector requires. API failures a
 // retry may fix are errors (the queue backs off); what only a person can fix is a Problem.
-Result<SecretReconcile> ReconcileSecret(kube::Client& client, const AnnotationIndex& index,
-                                        const std::string& secret, const IssueSettings& settings,
-                                        const Clock& clock);
+Result<SecretReconcile> ReconcileSecret(kube::Client& client, const SecretRequests& requests,
+                                        const IssueSettings& settings, const Clock& clock);
 
 }  // namespace certctl::fleet

@@ -68,6 +68,27 @@ TEST(AnnotationIndex, OfServicesAskingForOneSecretTheFirstByNameIssues) {
   EXPECT_THAT(index.OutnumberedServices("team-a/shared"), IsEmpty());
 }
 
+TEST(AnnotationIndex, ARelistForgetsWhatWasNotListedInItsScope) {
+  AnnotationIndex index;
+  index.SetService("team-a/hook", Asks("hook", "hook-tls"));
+  CertificateRequest elsewhere = Asks("other", "other-tls");
+  elsewhere.ns = "team-b";
+  index.SetService("team-b/other", elsewhere);
+  EXPECT_THAT(index.KeepServices("team-a", {}), ElementsAre("team-a/hook-tls"));
+  EXPECT_TRUE(index.Named("team-b/other-tls"));  // another namespace's watch answers for it
+  EXPECT_THAT(index.KeepServices("", {"team-b/other"}), IsEmpty());
+  index.SetTarget("validatingwebhookconfiguration/a", Injects("a", "x"));
+  index.SetTarget("validatingwebhookconfiguration/b", Injects("b", "y"));
+  EXPECT_THAT(index.KeepTargets(TargetKind::kValidatingWebhookConfiguration,
+                                {"validatingwebhookconfiguration/a"}),
+              ElementsAre("team-a/y"));
+  EXPECT_THAT(index.KeepTargets(TargetKind::kMutatingWebhookConfiguration, {}), IsEmpty());
+  const SecretRequests requests = index.RequestsFor("team-a/x");
+  EXPECT_TRUE(requests.named());
+  EXPECT_EQ(requests.injecting.size(), 1U);
+  EXPECT_FALSE(requests.issuing);
+}
+
 }  // namespace
 }  // namespace annotation_index_test
 }  // namespace certctl::fleet

@@ -71,7 +71,7 @@ std::string SecretCa(const FakeClient& client, const std::string& name) {
 
 SecretReconcile MustReconcile(FakeClient& client, const AnnotationIndex& index,
                               const std::string& secret, const FakeClock& clock) {
-  auto result = ReconcileSecret(client, index, secret, IssueSettings{}, clock);
+  auto result = ReconcileSecret(client, index.RequestsFor(secret), IssueSettings{}, clock);
   EXPECT_TRUE(result.has_value()) << result.error().message();
   return result.value_or(SecretReconcile{});
 }
