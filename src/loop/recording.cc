@@ -1,7 +1,6 @@
 // What the sidecar tells of its writes: log lines, metrics and Events; and the failurePolicy
 // it writes once ready.
 #include <algorithm>
-#include <array>
 #include <map>
 #include <utility>
 
@@ -11,11 +10,8 @@
 #include "certctl/controller/secret.h"
 #include "certctl/inject/patch.h"
 #include "certctl/inject/targets.h"
-#include "certctl/kube/managed_fields.h"
 #include "certctl/loop/events.h"
 #include "certctl/loop/sidecar.h"
-#include "certctl/util/duration.h"
-#include "certctl/util/safety_controls.h"
 #include "certctl/util/text.h"
 
 namespace certctl::loop {
@@ -113,28 +109,6 @@ void Sidecar::RecordDueFoldedEvents() {
 
 namespace {
 
-constexpr char kCaBundleField[] = "caBundle";
-constexpr char kFailurePolicyField[] = "failurePolicy";
-// The keys of the Secret another writer may fight over.
-constexpr std::array<std::string_view, 4> kSecretKeys = {"tls.crt", "tls.key", "ca.crt", "ca.key"};
-
-// What the caBundles of `target` hold, as one value for the damper: the bundle when every
-// slot holds the same one.
-std::string HeldBundle(const controller::TargetObject& target) {
-  auto slots = inject::ReadBundleSlots(target.kind, target.object);
-  std::string held;
-  if (!slots || slots->empty()) {
-    return held;
-  }
-  held = slots->front().bundle;
-  for (const inject::BundleSlot& slot : *slots) {
-    if (slot.bundle != held) {
-      held += "\n--\n" + slot.bundle;
-    }
-  }
-  return held;
-}
-
 // What the failurePolicies of `target` hold, as one value for the damper: the patch that would
 // close its closable entries with Ignore, empty once none has (as certctl leaves them).
 std::string OpenEntries(const controller::TargetObject& target,
@@ -146,124 +120,7 @@ std::string OpenEntries(const controller::TargetObject& target,
   return patch ? patch->dump() : "";
 }
 
-// The field manager other than certctl that last wrote `field` in `object`; empty when the
-// server keeps no managedFields or only certctl wrote it.
-std::string OtherWriter(const kube::Json& object, std::string_view field) {
-  for (const kube::FieldManager& manager : kube::ManagersOfField(object, field)) {
-    if (!manager.manager.empty() && manager.manager != kube::ClientOptions{}.field_manager) {
-      return manager.manager;
-    }
-  }
-  return "";
-}
-
-std::string SecretValue(const kube::Json& secret, std::string_view key) {
-  const nlohmann::json::json_pointer pointer("/data/" + std::string(key));
-  return secret.contains(pointer) && secret.at(pointer).is_string()
-             ? secret.at(pointer).get<std::string>()
-             : "";
-}
-
 }  // namespace
-
-void Sidecar::NoteOverwrite(const Overwrite& overwrite, MonotonicTime now) {
-  for (const std::string& field : overwrite.fields) {
-    metrics_.overwrites.Add({overwrite.object, field});
-  }
-  const int in_a_row = damper_.Repaired(overwrite.object, now);
-  if (!damper_.Contested(overwrite.object)) {
-    return;
-  }
-  std::string who = "another writer";
-  for (const std::string& field : overwrite.fields) {
-    if (const std::string writer = OtherWriter(overwrite.as_read, field); !writer.empty()) {
-      who += " (field manager \"" + writer + "\")";
-      break;
-    }
-  }
-  const std::string fight =
-      who + " keeps changing the " + JoinWithCommas(overwrite.fields) + " of " + overwrite.object;
-  const auto held = damper_.HeldUntil(overwrite.object, now);
-  log_(LogLevel::kWarning, fight + ": repaired " + std::to_string(in_a_row) +
-                               " times in a row; the next repair waits " +
-                               FormatDuration(std::chrono::duration_cast<std::chrono::seconds>(
-                                   held ? *held - now : std::chrono::seconds(0))));
-  // The Event's words stay the same while the fight lasts, so its repeats fold into one
-  // series; the changing figures are the log's and certctl_overwrites_total's.
-  RecordFoldedEvent(MakeEvent(overwrite.reference, overwrite.reason,
-                              fight + "; certctl repairs it, waiting longer each time",
-                              config_.instance, clock_.Now(), EventType::kWarning));
-}
-
-bool Sidecar::DampsRepair(const std::string& object, const std::string& writer) {
-  const MonotonicTime now = clock_.Monotonic();
-  damper_.Sighted(object, writer, now);
-  return !SafetyRemoved("damping") && damper_.HoldsBack(object, now);
-}
-
-bool Sidecar::HoldsBackRepair(const std::string& object, const controller::TargetObject& target) {
-  // Only a repair waits: a target still holding what this replica last wrote takes the next
-  // bundle at once (a CA rotation's step must not wait out the memory of a fight).
-  if (!damper_.Overwritten(object, kCaBundleField, HeldBundle(target))) {
-    return false;
-  }
-  return DampsRepair(object, OtherWriter(target.object, kCaBundleField));
-}
-
-bool Sidecar::HoldsBackSecretRepair(const kube::Json& secret) {
-  const auto& spec = config_.pass.secret;
-  const std::string object = controller::SecretObjectName(spec.ns, spec.name);
-  std::vector<std::string> changed;
-  for (const std::string_view key : kSecretKeys) {
-    if (damper_.Overwritten(object, std::string(key), SecretValue(secret, key))) {
-      changed.emplace_back(key);
-    }
-  }
-  if (changed.empty()) {
-    return false;  // what this replica wrote, or never wrote: a renewal, a rotation step
-  }
-  if (DampsRepair(object, OtherWriter(secret, changed.front()))) {
-    return true;
-  }
-  // Told once the pass has written the repair.
-  secret_overwrite_ = {object, std::move(changed), "SecretOverwritten", {}, secret};
-  return false;
-}
-
-void Sidecar::NoteRepairs(const PassReport& report) {
-  const MonotonicTime now = clock_.Monotonic();
-  for (std::size_t i = 0; i < report.patched.size(); ++i) {
-    const std::string& object = report.patched[i];
-    const auto read = std::find_if(
-        report.targets.begin(), report.targets.end(), [&](const controller::TargetObject& target) {
-          return controller::TargetObjectName(target.kind, target.name) == object;
-        });
-    // Overwritten: the target no longer held what this replica last put there. Its own
-    // rotation writes (the target still holding the previous bundle) are no fight.
-    const bool overwritten = read != report.targets.end() &&
-                             damper_.Overwritten(object, kCaBundleField, HeldBundle(*read));
-    damper_.Wrote(object, kCaBundleField, report.injected_bundle);
-    if (overwritten) {
-      NoteOverwrite({object,
-                     {kCaBundleField},
-                     "CABundleOverwritten",
-                     report.patched_references[i],
-                     read->object},
-                    now);
-    }
-  }
-  const auto& spec = config_.pass.secret;
-  const std::string secret_object = controller::SecretObjectName(spec.ns, spec.name);
-  if (secret_overwrite_ && !report.secret_changes.empty()) {
-    secret_overwrite_->reference = {"v1", "Secret", spec.ns, spec.name,
-                                    report.secret_changes.back().uid};
-    NoteOverwrite(*secret_overwrite_, now);
-  }
-  secret_overwrite_.reset();
-  for (const auto& [key, value] : report.secret_data) {
-    damper_.Wrote(secret_object, key, value);
-  }
-}
 
 void Sidecar::NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets) {
   std::vector<std::string> held = controller::FailurePolicyHolds(targets);
@@ -326,7 +183,6 @@ std::vector<std::string> Sidecar::FailurePolicyHolds() const {
 }
 
 Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
-  const MonotonicTime now = clock_.Monotonic();
   // Readiness already holds every called name covered; the Services and their endpoints are
   // judged here, and only when some entry still has Ignore.
   Closing closing;
@@ -352,11 +208,11 @@ Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>
   std::map<std::string, const controller::TargetObject*> overwritten;
   for (const controller::TargetObject& target : targets) {
     const std::string object = controller::TargetObjectName(target.kind, target.name);
-    if (!damper_.Overwritten(object, kFailurePolicyField, OpenEntries(target, *closable))) {
+    if (!fights_.Overwritten(object, kFailurePolicyField, OpenEntries(target, *closable))) {
       due.push_back(target);
       continue;
     }
-    if (DampsRepair(object, OtherWriter(target.object, kFailurePolicyField))) {
+    if (fights_.Damps(object, OtherWriter(target.object, kFailurePolicyField))) {
       closing.held_back = true;
     } else {
       due.push_back(target);
@@ -373,16 +229,15 @@ Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>
   for (std::size_t i = 0; i < closed->patched.size(); ++i) {
     const std::string& object = closed->patched[i];
     metrics_.writes.Add({KindOf(object)});
-    damper_.Wrote(object, kFailurePolicyField, "");
+    fights_.Wrote(object, kFailurePolicyField, "");
     log_(LogLevel::kInfo,
          "ready: set failurePolicy Fail on the entries of " + object + " that had Ignore");
     if (const auto fought = overwritten.find(object); fought != overwritten.end()) {
-      NoteOverwrite({object,
-                     {kFailurePolicyField},
-                     "FailurePolicyOverwritten",
-                     closed->patched_references[i],
-                     fought->second->object},
-                    now);
+      fights_.Note({object,
+                    {kFailurePolicyField},
+                    "FailurePolicyOverwritten",
+                    closed->patched_references[i],
+                    fought->second->object});
     }
     // Folded like every Event about a target: a fight is not told once per write.
     RecordFoldedEvent(MakeEvent(

@@ -128,7 +128,13 @@ Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
       clock_(clock),
       config_(std::move(config)),
       metrics_(metrics),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      fights_(clock_,
+              Fights::Telling{
+                  .log = log_,
+                  .event = [this](kube::Json event) { RecordFoldedEvent(std::move(event)); },
+                  .overwrites = &metrics_.overwrites,
+                  .instance = config_.instance}) {
   if (config_.election) {
     elector_.emplace(client_, clock_, *config_.election);
   } else {
@@ -209,12 +215,13 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
   log_(LogLevel::kDebug, "reconciling: " + JoinWithCommas(reasons));
   const MonotonicTime started = clock_.Monotonic();
   PassConfig pass = config_.pass;
-  secret_overwrite_.reset();
+  const std::string secret_object = controller::SecretObjectName(pass.secret.ns, pass.secret.name);
+  fights_.BeginPass(secret_object);
   pass.hold_back = [this](const std::string& object, const controller::TargetObject& target) {
-    return HoldsBackRepair(object, target);
+    return fights_.HoldsBackTarget(object, target);
   };
-  pass.secret_hold_back = [this](const kube::Json& secret) {
-    return HoldsBackSecretRepair(secret);
+  pass.secret_hold_back = [this, secret_object](const kube::Json& secret) {
+    return fights_.HoldsBackSecret(secret_object, secret);
   };
   pass.bundle_held_since = [this](const std::string& bundle, bool written) {
     return bundle_hold_.Since(bundle, written, clock_.Now());
@@ -225,7 +232,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
     // What the pass wrote before a later step failed is told all the same.
     TellWrites(*report);
     if (role == Role::kLeader) {
-      NoteRepairs(*report);
+      fights_.NoteRepairs(*report, config_.pass.secret.ns, config_.pass.secret.name);
       RecordWrites(*report);
     }
     report = tl::unexpected<Error>(*report->failure);
@@ -304,7 +311,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
                           std::pair{report->injected, report->not_injected});
   // After readiness: hundreds of Events (one per repaired target) must not hold it back.
   if (role == Role::kLeader) {
-    NoteRepairs(*report);
+    fights_.NoteRepairs(*report, config_.pass.secret.ns, config_.pass.secret.name);
     RecordWrites(*report);
   }
   if (role == Role::kLeader) {
@@ -328,7 +335,7 @@ bool Sidecar::RunPass(const std::set<std::string>& reasons) {
       recheck = KeptIgnoreRecheck(closing.kept_because);
     }
   }
-  repair_due_at_ = held_back ? damper_.NextRelease(clock_.Monotonic()) : std::nullopt;
+  repair_due_at_ = held_back ? fights_.NextRelease() : std::nullopt;
   if (recheck && (!repair_due_at_ || *recheck < *repair_due_at_)) {
     repair_due_at_ = recheck;
   }

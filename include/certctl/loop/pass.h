@@ -106,7 +106,7 @@ struct PassReport {
   std::vector<std::string> target_bundles;
   // Another certctl instance manages the Secret under other settings (controller/issuer.h).
   std::optional<controller::ConfigurationConflict> conflict;
-  std::string secret_uid;  // the Secret's metadata.uid as last read or written, for Events
+  std::string secret_uid;      // the Secret's metadata.uid as last read or written, for Events
   bool secret_managed = true;  // false: a Secret certctl does not manage, left as it is
   // Set when a step failed after the pass wrote something (the Secret, a target): the pass
   // failed, but what it wrote is in this report to be told.

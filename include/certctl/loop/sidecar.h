@@ -18,6 +18,8 @@
 #include "certctl/leader/elector.h"
 #include "certctl/loop/damping.h"
 #include "certctl/loop/event_series.h"
+#include "certctl/loop/fights.h"
+#include "certctl/loop/log.h"
 #include "certctl/loop/pass.h"
 #include "certctl/loop/trigger.h"
 #include "certctl/metrics/registry.h"
@@ -25,9 +27,6 @@
 #include "certctl/util/host_port.h"
 
 namespace certctl::loop {
-
-enum class LogLevel { kDebug, kInfo, kWarning };
-using LogSink = std::function<void(LogLevel level, const std::string& message)>;
 
 // The readiness check `serving`: a verified TLS handshake with the webhook's own listener,
 // trusting only the caBundles the targets hold, as the API server will.
@@ -177,28 +176,6 @@ class Sidecar {
   Closing FailClosed(const std::vector<controller::TargetObject>& targets);
   // When entries kept at Ignore for `kept_because` (empty: none) are judged again.
   std::optional<MonotonicTime> KeptIgnoreRecheck(const std::string& kept_because);
-  // A repair of fields another writer changed after this replica wrote them.
-  struct Overwrite {
-    std::string object;               // "validatingwebhookconfiguration/x", "secret/ns/name"
-    std::vector<std::string> fields;  // "caBundle"; "failurePolicy"; "tls.crt", "ca.crt"
-    std::string reason;               // of its Warning Event: "CABundleOverwritten"
-    controller::ObjectReference reference;
-    kube::Json as_read;  // the object before the repair: its managedFields name the writer
-  };
-  // Counts the repair in the damper and the metrics; once the fight is contested, the log
-  // line and the Warning Event series naming the other writer.
-  void NoteOverwrite(const Overwrite& overwrite, MonotonicTime now);
-  // After a leader's pass: the caBundle and Secret repairs another writer forced, and what
-  // this replica wrote, for the next pass to tell.
-  void NoteRepairs(const PassReport& report);
-  // A change to `object` by another writer (`writer`, its field manager; empty: unknown) was
-  // found: counts it with the damper, true while the damper holds its repair back.
-  bool DampsRepair(const std::string& object, const std::string& writer);
-  // PassConfig::hold_back: a repair of `target` waits while another writer fights over it;
-  // this replica's own next bundle for a target that still holds its last one does not.
-  bool HoldsBackRepair(const std::string& object, const controller::TargetObject& target);
-  // PassConfig::secret_hold_back: the same for the Secret, key by key.
-  bool HoldsBackSecretRepair(const kube::Json& secret);
   // Records an Event through event_series_ (repeats of one reason about one object folded
   // into one Event per interval), and the folded ones due.
   void RecordFoldedEvent(kube::Json event);
@@ -257,11 +234,10 @@ class Sidecar {
   std::map<std::string, std::pair<std::string, MonotonicTime>> last_warning_;
   std::atomic<std::int64_t> heartbeat_{0};  // monotonic milliseconds of the last loop turn
 
-  // Objects another writer keeps changing: their repairs are spaced out, and their Events
-  // (like every Event) folded into one per interval. Loop thread only.
-  RepairDamper damper_;
+  // Events (every one) folded into one per interval, and objects another writer keeps
+  // changing, whose repairs are spaced out. Loop thread only.
   EventSeries event_series_;
-  std::optional<Overwrite> secret_overwrite_;   // found by the pass running, told after it
+  Fights fights_;
   std::optional<MonotonicTime> repair_due_at_;  // when a held-back repair may go
 
   std::mt19937_64 random_{std::random_device{}()};
