@@ -435,6 +435,9 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
       outcome.rotation = plan->rotation;
     }
     MarkManaged(secret);
+    for (const auto& [key, value] : spec.labels) {
+      secret["metadata"]["labels"][key] = value;
+    }
     auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
     if (updated) {
       outcome.uid = ObjectUid(*updated);

@@ -189,6 +189,9 @@ Json NewSecret(const SecretSpec& spec, const PairPem& pem) {
                  {"metadata", {{"name", spec.name}, {"namespace", spec.ns}}},
                  {"type", kTlsSecretType}};
   MarkManaged(secret);
+  for (const auto& [key, value] : spec.labels) {
+    secret["metadata"]["labels"][key] = value;
+  }
   SetData(secret, pem);
   return secret;
 }

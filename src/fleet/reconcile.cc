@@ -113,11 +113,13 @@ controller::SecretSpec SpecFor(const CertificateRequest& request, const IssueSet
   spec.renew_before = settings.renew_before;
   spec.ca_overlap = settings.ca_overlap;
   spec.issuer = settings.issuer;
+  spec.labels[kServingCertForLabel] = request.service;
   return spec;
 }
 
 Result<SecretReconcile> ReconcileSecret(kube::Client& client, const SecretRequests& requests,
-                                        const IssueSettings& settings, const Clock& clock) {
+                                        const IssueSettings& settings, const Clock& clock,
+                                        const loop::PassConfig& hooks) {
   const std::string& secret = requests.secret;
   SecretReconcile result;
   result.secret = secret;
@@ -156,7 +158,7 @@ Result<SecretReconcile> ReconcileSecret(kube::Client& client, const SecretReques
       Allowed(targets, stored ? &*stored : nullptr, secret_object, result.problems);
 
   if (issuing) {
-    loop::PassConfig pass;
+    loop::PassConfig pass = hooks;
     pass.secret = SpecFor(*issuing, settings);
     pass.targets = std::move(selection);
     auto report = loop::Reconcile(client, pass, loop::Role::kLeader, clock);

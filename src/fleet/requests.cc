@@ -17,15 +17,6 @@ const Json* Metadata(const Json& object) {
   return found != object.end() && found->is_object() ? &*found : nullptr;
 }
 
-std::string MetadataString(const Json& object, const char* field) {
-  const Json* metadata = Metadata(object);
-  if (metadata == nullptr) {
-    return "";
-  }
-  const auto found = metadata->find(field);
-  return found != metadata->end() && found->is_string() ? found->get<std::string>() : "";
-}
-
 // The annotation's value: nullopt when absent; a value that is not a string is told.
 struct Annotation {
   std::optional<std::string> value;
@@ -74,13 +65,22 @@ std::vector<std::string> SplitCommas(std::string_view text) {
 
 }  // namespace
 
+std::string MetadataField(const Json& object, const char* field) {
+  const Json* metadata = Metadata(object);
+  if (metadata == nullptr) {
+    return "";
+  }
+  const auto found = metadata->find(field);
+  return found != metadata->end() && found->is_string() ? found->get<std::string>() : "";
+}
+
 std::string NamespacedKey(const std::string& ns, const std::string& name) {
   return ns + "/" + name;
 }
 
 Reading<CertificateRequest> ReadCertificateRequest(const Json& service) {
-  const std::string ns = MetadataString(service, "namespace");
-  const std::string name = MetadataString(service, "name");
+  const std::string ns = MetadataField(service, "namespace");
+  const std::string name = MetadataField(service, "name");
   const std::string described = "service/" + NamespacedKey(ns, name);
   Annotation secret = ReadAnnotation(service, described, kServingCertSecretAnnotation);
   if (secret.problem || !secret.value) {
@@ -96,7 +96,7 @@ Reading<CertificateRequest> ReadCertificateRequest(const Json& service) {
                              .service = name,
                              .secret = secret_name,
                              .dns_names = {},
-                             .uid = MetadataString(service, "uid")};
+                             .uid = MetadataField(service, "uid")};
   Annotation names = ReadAnnotation(service, described, kDnsNamesAnnotation);
   if (names.problem) {
     return {std::nullopt, names.problem};
@@ -113,7 +113,7 @@ Reading<CertificateRequest> ReadCertificateRequest(const Json& service) {
 
 Reading<InjectionRequest> ReadInjectionRequest(inject::TargetKind kind, const Json& target,
                                                bool cert_manager_annotations) {
-  const std::string name = MetadataString(target, "name");
+  const std::string name = MetadataField(target, "name");
   const std::string described = controller::TargetObjectName(kind, name);
   const char* key = kInjectCaFromAnnotation;
   Annotation from = ReadAnnotation(target, described, key);
@@ -140,7 +140,7 @@ Reading<InjectionRequest> ReadInjectionRequest(inject::TargetKind kind, const Js
                            .secret = secret,
                            .annotation = key,
                            .fail_once_ready = false,
-                           .uid = MetadataString(target, "uid")};
+                           .uid = MetadataField(target, "uid")};
   Annotation policy = ReadAnnotation(target, described, kFailurePolicyOnceReadyAnnotation);
   if (policy.problem) {
     return {std::nullopt, policy.problem};

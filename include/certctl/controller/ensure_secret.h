@@ -41,6 +41,9 @@ struct SecretSpec {
   // This process, recorded with every pair it issues (issuer.h); none records nothing and
   // never yields to another instance.
   std::optional<Issuer> issuer;
+  // Labels set with the managed-by label whenever certctl writes the Secret (`certctl
+  // controller` finds the Secrets it issued by one).
+  std::map<std::string, std::string> labels;
 };
 
 enum class SecretAction {

@@ -24,6 +24,10 @@
 
 namespace certctl::fleet {
 
+// On every Secret the controller issues: the Service it is for. The controller watches the
+// Secrets with this label, not every Secret of the cluster.
+inline constexpr char kServingCertForLabel[] = "certctl.io/serving-cert-for";
+
 // The controller's flags that shape every Secret it issues.
 struct IssueSettings {
   pki::KeyType key_type = pki::KeyType::kEcdsaP256;
@@ -62,7 +66,10 @@ struct SecretReconcile {
 // Secret no annotation names (not even a read). Targets that ask with cert-manager's annotation get
 // a CA only from a Secret that allows direct injection, as cainjector requires. API failures a
 // retry may fix are errors (the queue backs off); what only a person can fix is a Problem.
+// `hooks` carries the caller's memory into run's pass (PassConfig::hold_back,
+// secret_hold_back, bundle_held_since); its Secret and targets are filled in here.
 Result<SecretReconcile> ReconcileSecret(kube::Client& client, const SecretRequests& requests,
-                                        const IssueSettings& settings, const Clock& clock);
+                                        const IssueSettings& settings, const Clock& clock,
+                                        const loop::PassConfig& hooks = {});
 
 }  // namespace certctl::fleet

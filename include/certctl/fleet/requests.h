@@ -30,6 +30,9 @@ inline constexpr char kAllowDirectInjectionAnnotation[] = "cert-manager.io/allow
 // On a webhook configuration: "Fail" sets failurePolicy Fail on its entries once callable.
 inline constexpr char kFailurePolicyOnceReadyAnnotation[] = "certctl.io/failure-policy-once-ready";
 
+// metadata.<field> of an object as read, when a string; else empty.
+std::string MetadataField(const nlohmann::json& object, const char* field);
+
 // "namespace/name", the key of a namespaced object.
 std::string NamespacedKey(const std::string& ns, const std::string& name);
 

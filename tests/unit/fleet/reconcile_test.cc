@@ -92,6 +92,7 @@ TEST(ReconcileSecret, AServicesSecretIsIssuedAndInjectedThenLeftAlone) {
   ASSERT_FALSE(ca.empty());
   EXPECT_EQ(BundleOf(client, "policy"), ca);
   auto secret = client.Object(kube::kSecrets, kNs, "hook-tls");
+  EXPECT_EQ((*secret)["metadata"]["labels"][kServingCertForLabel], "hook");
   auto leaf = pki::Certificate::FromPem(
       Base64Decode((*secret)["data"]["tls.crt"].get<std::string>()).value_or(""));
   ASSERT_TRUE(leaf.has_value());
