@@ -1,0 +1,154 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "certctl/fleet/annotation_index.h"
+#include "certctl/fleet/reconcile.h"
+#include "certctl/fleet/work_queue.h"
+#include "certctl/kube/client.h"
+#include "certctl/leader/elector.h"
+#include "certctl/loop/event_series.h"
+#include "certctl/loop/fights.h"
+#include "certctl/loop/log.h"
+#include "certctl/metrics/registry.h"
+#include "certctl/util/clock.h"
+
+namespace certctl::fleet {
+
+struct ControllerConfig {
+  IssueSettings issue;
+  std::vector<std::string> namespaces;  // the namespaces watched; empty: every one
+  bool cert_manager_annotations = false;
+  int workers = 2;
+  std::chrono::seconds resync{3600};               // every named Secret at least this often
+  std::chrono::seconds watch_timeout{300};         // each watch request (timeoutSeconds)
+  std::optional<leader::ElectionConfig> election;  // none: this replica always works
+  std::string instance = "certctl-controller";     // as Events name their reporter
+};
+
+// The series `controller` exposes on /metrics.
+struct ControllerMetrics {
+  explicit ControllerMetrics(metrics::Registry& registry);
+
+  metrics::Family& reconciles;          // {result="done"|"error"}
+  metrics::Family& reconcile_duration;  // {result}
+  metrics::Family& writes;              // {kind}
+  metrics::Family& secrets;             // Secrets the annotations name
+  metrics::Family& annotated;           // {kind="service"|"target"}: annotated objects kept
+  metrics::Family& queue;               // {state="ready"|"waiting"}
+  metrics::Family& problems;            // {reason}: annotations that could not be honoured
+  metrics::Family& call_findings;       // {target, code}
+  metrics::Family& overwrites;          // {object, field}
+  metrics::Family& leader;
+  metrics::Family& ready;
+  metrics::Family& api_requests;  // {method, code}
+};
+
+// `certctl controller`: one watch per kind (Services in the watched namespaces, the four
+// target kinds, and the Secrets it issued, by their label), the annotated objects in an
+// AnnotationIndex, and a WorkQueue of the Secrets whose Service or targets changed, worked on
+// by `workers` threads through ReconcileSecret, with one Fights for every object. Only the
+// leader works; every replica watches, so a new leader starts with its index filled. API
+// failures never end it: a Secret that failed is retried with its own back-off, watches
+// resume or re-list.
+class Controller {
+ public:
+  Controller(kube::Client& client, const Clock& clock, ControllerConfig config,
+             ControllerMetrics& metrics, loop::LogSink log);
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+  ~Controller();
+
+  // Runs until Stop; returns after every thread ended and the lease (if held) was released.
+  void Run();
+  // From any thread (a signal handler thread): ends Run.
+  void Stop();
+  // Readiness: every watch has listed once (the index is whole). Targets' findings never
+  // make the controller unready: they are about one webhook, not about the controller.
+  std::optional<std::string> NotReady() const;
+  // Liveness: the main loop went round within the last minute.
+  bool Alive() const;
+
+ private:
+  enum class Source { kServices, kTargets, kIssuedSecrets };
+  struct WatchSpec {
+    Source source;
+    const kube::ResourceType* type;
+    inject::TargetKind kind;  // with kTargets
+    std::string ns;           // empty: cluster-wide
+    kube::ListOptions list;
+    std::string what;  // "services in team-a", "validatingwebhookconfigurations"
+  };
+
+  std::vector<WatchSpec> Watches() const;
+  void WatchLoop(const WatchSpec& spec);
+  void Listed(const WatchSpec& spec, const std::vector<kube::Json>& items);
+  void Changed(const WatchSpec& spec, const kube::WatchEvent& event);
+  // Puts one Service or target into the index (or takes it out); returns the Secrets to
+  // reconcile. Needs index_mutex_.
+  std::vector<std::string> IndexLocked(const WatchSpec& spec, const kube::Json& object,
+                                       bool deleted);
+  // Tells an annotation that cannot be honoured, once per object and message. Needs
+  // index_mutex_.
+  void TellAnnotationLocked(const std::string& key, const controller::ObjectReference& about,
+                            const std::optional<std::string>& problem);
+  void Enqueue(const std::vector<std::string>& secrets);
+  void EnqueueAll();
+  void WorkerLoop();
+  void Work(const std::string& secret);
+  void Tell(const SecretReconcile& result);
+  void TellProblems(const std::string& secret, const std::vector<Problem>& problems);
+  void TellCallFindings(const std::string& secret, const std::vector<Finding>& findings,
+                        const std::vector<controller::TargetObject>& targets);
+  void RecordEvent(kube::Json event);
+  void RecordDueEvents();
+  void ElectionLoop();
+  void ElectionAttempt();
+  bool SleepUnlessStopped(std::chrono::milliseconds duration);
+  void WarnRateLimited(const std::string& key, const std::string& message);
+
+  kube::Client& client_;
+  const Clock& clock_;
+  const ControllerConfig config_;
+  ControllerMetrics& metrics_;
+  loop::LogSink log_;
+  WorkQueue queue_;
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_changed_;
+  std::atomic<bool> stopping_{false};
+
+  std::optional<leader::Elector> elector_;
+  std::atomic<bool> leading_{false};
+
+  mutable std::mutex index_mutex_;
+  AnnotationIndex index_;
+  std::map<std::string, std::string> annotation_told_;  // object key → problem told
+  std::size_t watches_ = 0;
+  std::set<std::string> unlisted_;  // watches that have not listed yet
+
+  // What workers share, each under its own lock.
+  std::mutex fights_mutex_;
+  loop::Fights fights_;
+  std::map<std::string, loop::BundleHold> bundle_holds_;  // by Secret, under fights_mutex_
+  std::mutex events_mutex_;
+  loop::EventSeries event_series_;
+  std::mutex told_mutex_;
+  std::map<std::string, std::set<std::string>> told_;  // by Secret: problems, findings told
+  std::map<std::string, std::set<std::string>> finding_targets_;  // by Secret: metric labels
+  std::map<std::string, MonotonicTime> last_warning_;
+
+  std::atomic<std::int64_t> heartbeat_{0};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace certctl::fleet

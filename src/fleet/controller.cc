@@ -1,0 +1,663 @@
+#include "certctl/fleet/controller.h"
+
+#include <algorithm>
+
+#include "certctl/controller/secret.h"
+#include "certctl/controller/targets.h"
+#include "certctl/kube/list_watch.h"
+#include "certctl/loop/events.h"
+#include "certctl/util/text.h"
+
+namespace certctl::fleet {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr milliseconds kWatchFirstBackoff{1000};
+constexpr milliseconds kWatchMaxBackoff{60000};
+constexpr milliseconds kHeartbeat{10000};
+constexpr milliseconds kAliveWithin{60000};
+
+std::int64_t Millis(MonotonicTime time) {
+  return std::chrono::duration_cast<milliseconds>(time.time_since_epoch()).count();
+}
+
+controller::ObjectReference ReferenceTo(const kube::ResourceType& type, const kube::Json& object) {
+  const std::string group = type.group.empty() ? "" : std::string(type.group) + "/";
+  return {group + std::string(type.version), std::string(type.kind),
+          MetadataField(object, "namespace"), MetadataField(object, "name"),
+          MetadataField(object, "uid")};
+}
+
+const kube::ResourceType& TypeOf(inject::TargetKind kind) { return controller::ResourceFor(kind); }
+
+}  // namespace
+
+ControllerMetrics::ControllerMetrics(metrics::Registry& registry)
+    : reconciles(registry.Counter("certctl_controller_reconcile_total",
+                                  "Reconciles of one Secret and its targets, by result.",
+                                  {"result"})),
+      reconcile_duration(registry.Histogram("certctl_controller_reconcile_duration_seconds",
+                                            "How long reconciles of one Secret took, by result.",
+                                            {"result"},
+                                            {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+      writes(registry.Counter("certctl_controller_writes_total",
+                              "Writes to the cluster, by kind (secret, and each target kind).",
+                              {"kind"})),
+      secrets(registry.Gauge("certctl_controller_secrets",
+                             "Secrets the annotations name (issued or injected from).", {})),
+      annotated(registry.Gauge("certctl_controller_annotated_objects",
+                               "Objects carrying certctl's annotations, by kind (service, "
+                               "target); nothing is kept of the others.",
+                               {"kind"})),
+      queue(registry.Gauge("certctl_controller_queue",
+                           "Secrets waiting to be reconciled: due now (ready) or later "
+                           "(waiting).",
+                           {"state"})),
+      problems(registry.Counter("certctl_controller_problems_total",
+                                "Annotations that could not be honoured, by the reason of "
+                                "their Warning Event.",
+                                {"reason"})),
+      call_findings(registry.Gauge("certctl_controller_target_call_findings",
+                                   "Entries of a target the API server could not call as they "
+                                   "stand, by target (kind/name) and finding code.",
+                                   {"target", "code"})),
+      overwrites(registry.Counter("certctl_overwrites_total",
+                                  "Repairs of a field another writer changed after certctl "
+                                  "wrote it, by object (kind/name) and field.",
+                                  {"object", "field"})),
+      leader(registry.Gauge("certctl_leader", "1 while this replica works (leads).", {})),
+      ready(registry.Gauge("certctl_ready", "1 once every watch has listed.", {})),
+      api_requests(registry.Counter("certctl_api_requests_total",
+                                    "Requests to the API server, by method and status code.",
+                                    {"method", "code"})) {}
+
+Controller::Controller(kube::Client& client, const Clock& clock, ControllerConfig config,
+                       ControllerMetrics& metrics, loop::LogSink log)
+    : client_(client),
+      clock_(clock),
+      config_(std::move(config)),
+      metrics_(metrics),
+      log_(std::move(log)),
+      queue_(clock),
+      fights_(clock, loop::Fights::Telling{
+                         .log = log_,
+                         .event = [this](kube::Json event) { RecordEvent(std::move(event)); },
+                         .overwrites = &metrics_.overwrites,
+                         .instance = config_.instance}) {
+  if (config_.election) {
+    elector_.emplace(client_, clock_, *config_.election);
+  } else {
+    leading_ = true;
+  }
+  metrics_.leader.Set({}, leading_ ? 1 : 0);
+  metrics_.ready.Set({}, 0);
+  heartbeat_ = Millis(clock_.Monotonic());
+}
+
+Controller::~Controller() {
+  Stop();
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) {
+      thread.join();
+    }
+  }
+}
+
+std::vector<Controller::WatchSpec> Controller::Watches() const {
+  std::vector<WatchSpec> watches;
+  const std::vector<std::string> scopes =
+      config_.namespaces.empty() ? std::vector<std::string>{""} : config_.namespaces;
+  for (const std::string& ns : scopes) {
+    const std::string where = ns.empty() ? "" : " in " + ns;
+    watches.push_back({Source::kServices,
+                       &kube::kServices,
+                       inject::TargetKind::kValidatingWebhookConfiguration,
+                       ns,
+                       {},
+                       "services" + where});
+    kube::ListOptions issued;
+    issued.label_selector = kServingCertForLabel;
+    watches.push_back({Source::kIssuedSecrets, &kube::kSecrets,
+                       inject::TargetKind::kValidatingWebhookConfiguration, ns, issued,
+                       "secrets labelled " + std::string(kServingCertForLabel) + where});
+  }
+  for (const inject::TargetKind kind :
+       {inject::TargetKind::kValidatingWebhookConfiguration,
+        inject::TargetKind::kMutatingWebhookConfiguration,
+        inject::TargetKind::kCustomResourceDefinition, inject::TargetKind::kApiService}) {
+    watches.push_back(
+        {Source::kTargets, &TypeOf(kind), kind, "", {}, std::string(TypeOf(kind).resource)});
+  }
+  return watches;
+}
+
+std::optional<std::string> Controller::NotReady() const {
+  const std::lock_guard lock(index_mutex_);
+  if (unlisted_.empty() && watches_ > 0) {
+    return std::nullopt;
+  }
+  if (watches_ == 0) {
+    return std::string("starting");
+  }
+  return "waiting for the first list of " +
+         JoinWithCommas(std::vector<std::string>(unlisted_.begin(), unlisted_.end()));
+}
+
+bool Controller::Alive() const {
+  return Millis(clock_.Monotonic()) - heartbeat_.load() < kAliveWithin.count();
+}
+
+void Controller::Stop() {
+  {
+    const std::lock_guard lock(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_changed_.notify_all();
+  queue_.ShutDown();
+  client_.WakeWatches();
+}
+
+bool Controller::SleepUnlessStopped(milliseconds duration) {
+  std::unique_lock lock(stop_mutex_);
+  return stop_changed_.wait_for(lock, duration, [this] { return stopping_.load(); });
+}
+
+void Controller::WarnRateLimited(const std::string& key, const std::string& message) {
+  const MonotonicTime now = clock_.Monotonic();
+  bool repeat = false;
+  {
+    const std::lock_guard lock(told_mutex_);
+    auto last = last_warning_.find(key);
+    repeat = last != last_warning_.end() && now - last->second < std::chrono::minutes(1);
+    if (!repeat) {
+      last_warning_[key] = now;
+    }
+  }
+  log_(repeat ? loop::LogLevel::kDebug : loop::LogLevel::kWarning, message);
+}
+
+// --- watches ----------------------------------------------------------------------------
+
+void Controller::TellAnnotationLocked(const std::string& key,
+                                      const controller::ObjectReference& about,
+                                      const std::optional<std::string>& problem) {
+  if (!problem) {
+    annotation_told_.erase(key);
+    return;
+  }
+  if (auto told = annotation_told_.find(key);
+      told != annotation_told_.end() && told->second == *problem) {
+    return;
+  }
+  annotation_told_[key] = *problem;
+  metrics_.problems.Add({"AnnotationInvalid"});
+  log_(loop::LogLevel::kWarning, *problem + "; it is ignored");
+  RecordEvent(loop::MakeEvent(about, "AnnotationInvalid", *problem + "; it is ignored",
+                              config_.instance, clock_.Now(), loop::EventType::kWarning));
+}
+
+std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const kube::Json& object,
+                                                 bool deleted) {
+  const std::string ns = MetadataField(object, "namespace");
+  const std::string name = MetadataField(object, "name");
+  if (name.empty()) {
+    return {};
+  }
+  if (spec.source == Source::kServices) {
+    const std::string key = NamespacedKey(ns, name);
+    Reading<CertificateRequest> reading;
+    if (!deleted) {
+      reading = ReadCertificateRequest(object);
+    }
+    TellAnnotationLocked("service/" + key, ReferenceTo(*spec.type, object), reading.problem);
+    std::optional<std::string> current;
+    if (reading.request) {
+      current = NamespacedKey(reading.request->ns, reading.request->secret);
+    }
+    std::vector<std::string> changed = index_.SetService(key, std::move(reading.request));
+    if (current) {
+      changed.push_back(*current);
+    }
+    return changed;
+  }
+  if (spec.source == Source::kTargets) {
+    const std::string key = controller::TargetObjectName(spec.kind, name);
+    Reading<InjectionRequest> reading;
+    if (!deleted) {
+      reading = ReadInjectionRequest(spec.kind, object, config_.cert_manager_annotations);
+    }
+    if (reading.request && !config_.namespaces.empty() &&
+        std::find(config_.namespaces.begin(), config_.namespaces.end(),
+                  reading.request->secret_ns) == config_.namespaces.end()) {
+      reading.problem = key + ": annotation " + reading.request->annotation +
+                        " names a Secret in " + reading.request->secret_ns +
+                        ", a namespace this controller does not watch (--namespace " +
+                        JoinWithCommas(config_.namespaces) + ")";
+      reading.request.reset();
+    }
+    TellAnnotationLocked(key, ReferenceTo(*spec.type, object), reading.problem);
+    std::optional<std::string> current;
+    if (reading.request) {
+      current = NamespacedKey(reading.request->secret_ns, reading.request->secret);
+    }
+    std::vector<std::string> changed = index_.SetTarget(key, std::move(reading.request));
+    if (current) {
+      changed.push_back(*current);  // its caBundle may have changed: reconciled again
+    }
+    return changed;
+  }
+  // An issued Secret changed: reconciled again while an annotation names it.
+  const std::string key = NamespacedKey(ns, name);
+  return index_.Named(key) ? std::vector<std::string>{key} : std::vector<std::string>{};
+}
+
+void Controller::Listed(const WatchSpec& spec, const std::vector<kube::Json>& items) {
+  std::vector<std::string> changed;
+  {
+    const std::lock_guard lock(index_mutex_);
+    std::set<std::string> listed;
+    for (const kube::Json& item : items) {
+      const std::string ns = MetadataField(item, "namespace");
+      const std::string name = MetadataField(item, "name");
+      listed.insert(spec.source == Source::kTargets ? controller::TargetObjectName(spec.kind, name)
+                                                    : NamespacedKey(ns, name));
+      for (std::string& secret : IndexLocked(spec, item, false)) {
+        changed.push_back(std::move(secret));
+      }
+    }
+    std::vector<std::string> gone;
+    if (spec.source == Source::kServices) {
+      gone = index_.KeepServices(spec.ns, listed);
+    } else if (spec.source == Source::kTargets) {
+      gone = index_.KeepTargets(spec.kind, listed);
+    }
+    changed.insert(changed.end(), gone.begin(), gone.end());
+    unlisted_.erase(spec.what);
+    metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
+    metrics_.annotated.Set({"target"}, static_cast<double>(index_.target_count()));
+    metrics_.secrets.Set({}, static_cast<double>(index_.Secrets().size()));
+    metrics_.ready.Set({}, unlisted_.empty() ? 1 : 0);
+  }
+  Enqueue(changed);
+}
+
+void Controller::Changed(const WatchSpec& spec, const kube::WatchEvent& event) {
+  std::vector<std::string> changed;
+  {
+    const std::lock_guard lock(index_mutex_);
+    changed = IndexLocked(spec, event.object, event.type == kube::WatchEventType::kDeleted);
+    metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
+    metrics_.annotated.Set({"target"}, static_cast<double>(index_.target_count()));
+  }
+  Enqueue(changed);
+}
+
+void Controller::WatchLoop(const WatchSpec& spec) {
+  kube::ListWatchOptions options;
+  options.list = spec.list;
+  options.server_timeout = config_.watch_timeout;
+  kube::ListWatchHandlers handlers;
+  handlers.on_list = [&](const std::vector<kube::Json>& items, const std::string&) {
+    Listed(spec, items);
+  };
+  handlers.on_event = [&](const kube::WatchEvent& event) { Changed(spec, event); };
+  handlers.on_retry = [&](const Error& error, milliseconds delay) {
+    log_(loop::LogLevel::kDebug, "watch " + spec.what + ": " + error.message() + "; again in " +
+                                     std::to_string(delay.count()) + "ms");
+  };
+  milliseconds backoff = kWatchFirstBackoff;
+  while (!stopping_) {
+    auto ended = kube::ListWatch(
+        client_, *spec.type, spec.ns, options, handlers, [this] { return stopping_.load(); },
+        clock_);
+    if (stopping_) {
+      return;
+    }
+    // Only failures a retry cannot fix end ListWatch (403, 401, a bad answer); RBAC may be
+    // put right while the controller runs: keep trying, and keep saying why.
+    WarnRateLimited("watch " + spec.what,
+                    "watch " + spec.what + ": " +
+                        (ended ? std::string("ended") : ended.error().message()) + "; retrying");
+    if (SleepUnlessStopped(backoff)) {
+      return;
+    }
+    backoff = std::min(backoff * 2, kWatchMaxBackoff);
+  }
+}
+
+// --- work ---------------------------------------------------------------------------------
+
+void Controller::Enqueue(const std::vector<std::string>& secrets) {
+  for (const std::string& secret : secrets) {
+    queue_.Add(secret);
+  }
+  metrics_.queue.Set({"ready"}, static_cast<double>(queue_.Ready()));
+}
+
+void Controller::EnqueueAll() {
+  std::vector<std::string> secrets;
+  {
+    const std::lock_guard lock(index_mutex_);
+    secrets = index_.Secrets();
+  }
+  Enqueue(secrets);
+}
+
+void Controller::WorkerLoop() {
+  while (auto secret = queue_.Get()) {
+    if (leading_) {
+      Work(*secret);
+    }
+    queue_.Done(*secret);
+    metrics_.queue.Set({"ready"}, static_cast<double>(queue_.Ready()));
+    metrics_.queue.Set({"waiting"}, static_cast<double>(queue_.Waiting()));
+  }
+}
+
+void Controller::Work(const std::string& secret) {
+  SecretRequests requests;
+  {
+    const std::lock_guard lock(index_mutex_);
+    requests = index_.RequestsFor(secret);
+  }
+  if (!requests.named()) {
+    const std::lock_guard lock(told_mutex_);
+    told_.erase(secret);
+    return;
+  }
+  const std::string secret_object = controller::SecretObjectName(
+      secret.substr(0, secret.find('/')), secret.substr(secret.find('/') + 1));
+  loop::PassConfig hooks;
+  hooks.hold_back = [this](const std::string& object, const controller::TargetObject& target) {
+    const std::lock_guard lock(fights_mutex_);
+    return fights_.HoldsBackTarget(object, target);
+  };
+  hooks.secret_hold_back = [this, secret_object](const kube::Json& stored) {
+    const std::lock_guard lock(fights_mutex_);
+    return fights_.HoldsBackSecret(secret_object, stored);
+  };
+  hooks.bundle_held_since = [this, secret](const std::string& bundle, bool written) {
+    const std::lock_guard lock(fights_mutex_);
+    return bundle_holds_[secret].Since(bundle, written, clock_.Now());
+  };
+  {
+    const std::lock_guard lock(fights_mutex_);
+    fights_.BeginPass(secret_object);
+  }
+  const MonotonicTime started = clock_.Monotonic();
+  auto result = ReconcileSecret(client_, requests, config_.issue, clock_, hooks);
+  const double took = std::chrono::duration<double>(clock_.Monotonic() - started).count();
+  if (!result) {
+    metrics_.reconciles.Add({"error"});
+    metrics_.reconcile_duration.Observe({"error"}, took);
+    const milliseconds delay = queue_.Retry(secret);
+    WarnRateLimited("reconcile " + secret, "reconciling " + secret_object + ": " +
+                                               result.error().message() + "; again in " +
+                                               std::to_string(delay.count()) + "ms");
+    return;
+  }
+  metrics_.reconciles.Add({"done"});
+  metrics_.reconcile_duration.Observe({"done"}, took);
+  Tell(*result);
+  if (result->pass && result->pass->failure) {
+    const milliseconds delay = queue_.Retry(secret);
+    WarnRateLimited("reconcile " + secret, "reconciling " + secret_object + ": " +
+                                               result->pass->failure->message() + "; again in " +
+                                               std::to_string(delay.count()) + "ms");
+    return;
+  }
+  queue_.Forget(secret);
+  if (result->pass) {
+    // A rotation's next step, the end of a wait, a repair held back: due without an event.
+    std::optional<MonotonicTime> due;
+    if (result->pass->next_step_at) {
+      due = clock_.Monotonic() +
+            std::chrono::ceil<milliseconds>(*result->pass->next_step_at - clock_.Now());
+    }
+    if (!result->pass->held_back.empty()) {
+      std::optional<MonotonicTime> release;
+      {
+        const std::lock_guard lock(fights_mutex_);
+        release = fights_.NextRelease();
+      }
+      if (release && (!due || *release < *due)) {
+        due = release;
+      }
+    }
+    if (due) {
+      queue_.AddAfter(secret, std::max(milliseconds(1),
+                                       std::chrono::ceil<milliseconds>(*due - clock_.Monotonic())));
+    }
+  }
+}
+
+void Controller::Tell(const SecretReconcile& result) {
+  const std::string ns = result.secret.substr(0, result.secret.find('/'));
+  const std::string name = result.secret.substr(result.secret.find('/') + 1);
+  const std::string secret_object = controller::SecretObjectName(ns, name);
+  TellProblems(result.secret, result.problems);
+  if (result.pass) {
+    const loop::PassReport& pass = *result.pass;
+    for (const loop::SecretChange& change : pass.secret_changes) {
+      metrics_.writes.Add({"secret"});
+      log_(loop::LogLevel::kInfo, std::string(controller::SecretActionName(change.action)) + ": " +
+                                      secret_object +
+                                      (change.reason.empty() ? "" : " (" + change.reason + ")"));
+    }
+    for (const std::string& object : pass.patched) {
+      metrics_.writes.Add({object.substr(0, object.find('/'))});
+      log_(loop::LogLevel::kInfo, "injected the CA bundle of " + secret_object + " into " + object);
+    }
+    {
+      const std::lock_guard lock(fights_mutex_);
+      fights_.NoteRepairs(pass, ns, name);
+    }
+    for (kube::Json& event : loop::WriteEvents(pass, ns, name, config_.instance, clock_.Now())) {
+      RecordEvent(std::move(event));
+    }
+    if (pass.call_findings) {
+      TellCallFindings(result.secret, *pass.call_findings, pass.targets);
+    }
+    if (pass.conflict) {
+      WarnRateLimited("conflict " + result.secret,
+                      "conflicting-configuration: " + pass.conflict->Describe(secret_object));
+    }
+    if (!pass.not_ready.empty()) {
+      log_(loop::LogLevel::kDebug, secret_object + ": " + pass.not_ready);
+    }
+  }
+  if (result.injected) {
+    for (std::size_t i = 0; i < result.injected->patched.size(); ++i) {
+      const std::string& object = result.injected->patched[i];
+      metrics_.writes.Add({object.substr(0, object.find('/'))});
+      log_(loop::LogLevel::kInfo, "injected the CA bundle of " + secret_object + " into " + object);
+      RecordEvent(loop::MakeEvent(result.injected->patched_references[i], "CABundleInjected",
+                                  "injected the CA bundle of " + secret_object, config_.instance,
+                                  clock_.Now()));
+    }
+  }
+}
+
+void Controller::TellProblems(const std::string& secret, const std::vector<Problem>& problems) {
+  std::vector<const Problem*> fresh;
+  {
+    const std::lock_guard lock(told_mutex_);
+    std::set<std::string>& told = told_[secret];
+    std::set<std::string> now;
+    for (const Problem& problem : problems) {
+      const std::string key = "problem " + problem.reason + " " + problem.about.kind + "/" +
+                              problem.about.name + ": " + problem.message;
+      now.insert(key);
+      if (!told.contains(key)) {
+        fresh.push_back(&problem);
+      }
+    }
+    // Findings stay as the last pass left them; problems that cleared are forgotten, so that
+    // one coming back is told again.
+    for (auto it = told.begin(); it != told.end();) {
+      it = it->starts_with("problem ") && !now.contains(*it) ? told.erase(it) : std::next(it);
+    }
+    told.insert(now.begin(), now.end());
+  }
+  for (const Problem* problem : fresh) {
+    metrics_.problems.Add({problem->reason});
+    log_(loop::LogLevel::kWarning, problem->about.kind + " " +
+                                       (problem->about.ns.empty() ? "" : problem->about.ns + "/") +
+                                       problem->about.name + ": " + problem->message);
+    RecordEvent(loop::MakeEvent(problem->about, problem->reason, problem->message, config_.instance,
+                                clock_.Now(), loop::EventType::kWarning));
+  }
+}
+
+void Controller::TellCallFindings(const std::string& secret, const std::vector<Finding>& findings,
+                                  const std::vector<controller::TargetObject>& targets) {
+  std::map<std::pair<std::string, std::string>, int> counts;
+  std::vector<const Finding*> fresh;
+  std::set<std::string> labels_before;
+  {
+    const std::lock_guard lock(told_mutex_);
+    std::set<std::string>& told = told_[secret];
+    std::set<std::string> now;
+    for (const Finding& finding : findings) {
+      const std::string key = "finding " + finding.object + ": " + finding.message;
+      now.insert(key);
+      if (!told.contains(key)) {
+        fresh.push_back(&finding);
+      }
+      ++counts[{finding.object, std::string(FindingCodeName(finding.code))}];
+    }
+    for (auto it = told.begin(); it != told.end();) {
+      it = it->starts_with("finding ") && !now.contains(*it) ? told.erase(it) : std::next(it);
+    }
+    told.insert(now.begin(), now.end());
+    labels_before = std::exchange(finding_targets_[secret], {});
+    for (const auto& [label, count] : counts) {
+      finding_targets_[secret].insert(label.first + "\n" + label.second);
+    }
+  }
+  for (const std::string& label : labels_before) {
+    const std::size_t split = label.find('\n');
+    metrics_.call_findings.Set({label.substr(0, split), label.substr(split + 1)}, 0);
+  }
+  for (const auto& [label, count] : counts) {
+    metrics_.call_findings.Set({label.first, label.second}, count);
+  }
+  for (const Finding* finding : fresh) {
+    log_(loop::LogLevel::kWarning,
+         "the API server cannot call " + finding->object + ": " + finding->message);
+    // The Event goes on the target the finding is about.
+    const std::string target_name = finding->object.substr(0, finding->object.find(' '));
+    for (const controller::TargetObject& target : targets) {
+      if (controller::TargetObjectName(target.kind, target.name) == target_name) {
+        RecordEvent(loop::MakeEvent(
+            controller::ReferenceOf(target),
+            finding->code == FindingCode::kTargetNameNotCovered ? "TargetNameNotCovered"
+                                                                : "TargetInvalid",
+            finding->message, config_.instance, clock_.Now(), loop::EventType::kWarning));
+        break;
+      }
+    }
+  }
+}
+
+void Controller::RecordEvent(kube::Json event) {
+  const std::lock_guard lock(events_mutex_);
+  if (auto write = event_series_.Admit(std::move(event), clock_.Monotonic()); write) {
+    if (auto written = loop::WriteSeriesEvent(client_, *write, event_series_, clock_.Now());
+        !written) {
+      log_(loop::LogLevel::kDebug, "recording an Event: " + written.error().message());
+    }
+  }
+}
+
+void Controller::RecordDueEvents() {
+  const std::lock_guard lock(events_mutex_);
+  for (const loop::EventSeries::Write& write : event_series_.Due(clock_.Monotonic())) {
+    if (auto written = loop::WriteSeriesEvent(client_, write, event_series_, clock_.Now());
+        !written) {
+      log_(loop::LogLevel::kDebug, "recording an Event: " + written.error().message());
+    }
+  }
+}
+
+// --- election and the main loop -------------------------------------------------------------
+
+void Controller::ElectionAttempt() {
+  auto attempt = elector_->TryAcquireOrRenew();
+  const bool now_leading = elector_->IsLeader();
+  if (!attempt) {
+    WarnRateLimited("lease", "leader election: " + attempt.error().message());
+  }
+  if (now_leading != leading_.exchange(now_leading)) {
+    metrics_.leader.Set({}, now_leading ? 1 : 0);
+    log_(loop::LogLevel::kInfo, now_leading
+                                    ? "became the leader (" + config_.election->identity + ")"
+                                    : "stopped leading; following " + elector_->observed_holder());
+    if (now_leading) {
+      EnqueueAll();  // the index is whole (every replica watches): everything, once
+    }
+  }
+}
+
+void Controller::ElectionLoop() {
+  while (!stopping_) {
+    if (SleepUnlessStopped(elector_->NextAttemptIn())) {
+      break;
+    }
+    ElectionAttempt();
+  }
+  if (auto released = elector_->Release(); !released) {
+    log_(loop::LogLevel::kWarning, "releasing the lease: " + released.error().message());
+  } else if (leading_) {
+    log_(loop::LogLevel::kInfo, "released the lease");
+  }
+}
+
+void Controller::Run() {
+  const std::vector<WatchSpec> watches = Watches();
+  {
+    const std::lock_guard lock(index_mutex_);
+    watches_ = watches.size();
+    for (const WatchSpec& spec : watches) {
+      unlisted_.insert(spec.what);
+    }
+  }
+  for (const WatchSpec& spec : watches) {
+    threads_.emplace_back([this, spec] { WatchLoop(spec); });
+  }
+  if (elector_) {
+    ElectionAttempt();
+    threads_.emplace_back([this] { ElectionLoop(); });
+  }
+  for (int i = 0; i < std::max(1, config_.workers); ++i) {
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+  TimePoint next_resync = clock_.Now() + config_.resync;
+  while (!stopping_) {
+    heartbeat_ = Millis(clock_.Monotonic());
+    milliseconds wait = kHeartbeat;
+    wait = std::min(wait, std::chrono::ceil<milliseconds>(next_resync - clock_.Now()));
+    {
+      const std::lock_guard lock(events_mutex_);
+      if (auto due = event_series_.NextDue(); due) {
+        wait = std::min(wait, std::chrono::ceil<milliseconds>(*due - clock_.Monotonic()));
+      }
+    }
+    if (SleepUnlessStopped(std::max(wait, milliseconds(0)))) {
+      break;
+    }
+    RecordDueEvents();
+    if (clock_.Now() >= next_resync) {
+      next_resync = clock_.Now() + config_.resync;
+      EnqueueAll();
+    }
+  }
+  Stop();
+  for (std::thread& thread : threads_) {
+    thread.join();
+  }
+  threads_.clear();
+}
+
+}  // namespace certctl::fleet
