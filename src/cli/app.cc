@@ -13,6 +13,7 @@
 
 #include "cli/audit.h"
 #include "cli/check.h"
+#include "cli/controller.h"
 #include "cli/exit_codes.h"
 #include "cli/flags.h"
 #include "cli/generate.h"
@@ -103,12 +104,14 @@ int Main(const std::string& program, int argc, char** argv) {
   JobOptions job;
   RunOptions run;
   RotateOptions rotate;
+  ControllerOptions controller;
   CLI::App* generate_command = AddGenerateCommand(app, generate);
   CLI::App* check_command = AddCheckCommand(app, check);
   CLI::App* wait_command = AddWaitCommand(app, wait);
   CLI::App* job_command = AddJobCommand(app, job);
   CLI::App* run_command = AddRunCommand(app, run);
   CLI::App* rotate_command = AddRotateCommand(app, rotate);
+  CLI::App* controller_command = AddControllerCommand(app, controller);
   CLI::App* audit_command = AddAuditCommand(app, audit);
   CLI::App* version_command = AddVersionCommand(app, version);
 
@@ -157,6 +160,9 @@ int Main(const std::string& program, int argc, char** argv) {
   }
   if (run_command->parsed()) {
     return RunController(run, command, env, clock);
+  }
+  if (controller_command->parsed()) {
+    return RunClusterController(controller, command, env, clock);
   }
   if (rotate_command->parsed()) {
     return RunRotate(rotate, command, env, clock);

@@ -139,7 +139,7 @@ bool HasIdentity(const IdentityFlags& flags) {
   return !flags.service.empty() || !flags.dns_names.empty() || !flags.ip_addresses.empty();
 }
 
-void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags) {
+void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags, bool with_ca_name) {
   std::vector<std::string> key_type_names;
   for (pki::KeyType type : pki::AllKeyTypes()) {
     key_type_names.emplace_back(pki::KeyTypeName(type));
@@ -159,7 +159,9 @@ void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags) {
   AddDurationFlag(app, "--ca-validity", flags.ca_validity, "Lifetime of a new CA");
   AddDurationFlag(app, "--cert-validity", flags.cert_validity,
                   "Lifetime of a new server certificate (never beyond the CA's)");
-  app.add_option("--ca-name", flags.ca_name, "Common name of a new CA (default: <service>-ca)");
+  if (with_ca_name) {
+    app.add_option("--ca-name", flags.ca_name, "Common name of a new CA (default: <service>-ca)");
+  }
   app.add_option("--ca-organization", flags.ca_organization, "Organization (O) of a new CA");
 }
 

@@ -66,7 +66,8 @@ struct IssuanceFlags {
   std::string ca_name;  // empty: "<service>-ca", or "certctl-ca" without a service
   std::string ca_organization;
 };
-void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags);
+// --key-type, --ca-validity, --cert-validity, --ca-organization and, `with_ca_name`, --ca-name.
+void AddIssuanceFlags(CLI::App& app, IssuanceFlags& flags, bool with_ca_name = true);
 
 // --serving-addr HOST:PORT: the webhook's own listener, for the handshake the API server
 // makes. Parse with ParseServingAddress: a usage error names the flag.

@@ -1,13 +1,8 @@
 #include "cli/run.h"
 
-#include <atomic>
-#include <condition_variable>
-#include <csignal>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -18,19 +13,12 @@
 #include "certctl/loop/sidecar.h"
 #include "certctl/metrics/registry.h"
 #include "certctl/pki/names.h"
-#include "certctl/util/duration.h"
 #include "certctl/util/host_port.h"
 
 #include "cli/exit_codes.h"
-#include <pthread.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 namespace certctl::cli {
 namespace {
-
-// After SIGTERM the process ends within this even if a request is still in flight.
-constexpr std::chrono::milliseconds kShutdownGrace{4500};
 
 int UsageError(const std::string& command, const std::string& message) {
   std::cerr << command << ": " << message << "\n";
@@ -105,121 +93,6 @@ endpoints::Routes HealthRoutes(const loop::Sidecar& sidecar) {
   return routes;
 }
 
-void AddMetricsRoute(endpoints::Routes& routes, const metrics::Registry& registry) {
-  routes["/metrics"] = [&registry](const endpoints::Query&) {
-    return endpoints::Response{200, registry.Render(), "text/plain; version=0.0.4; charset=utf-8"};
-  };
-}
-
-sigset_t ControlSignals() {
-  sigset_t signals;
-  ::sigemptyset(&signals);
-  ::sigaddset(&signals, SIGTERM);
-  ::sigaddset(&signals, SIGINT);
-  ::sigaddset(&signals, SIGHUP);
-  return signals;
-}
-
-// Blocks SIGTERM, SIGINT and SIGHUP in this thread and every thread started after it, so
-// they are only ever taken by SignalThread's sigwait: first thing, before any thread starts.
-void BlockControlSignals() {
-  const sigset_t signals = ControlSignals();
-  ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-}
-
-// Waits for SIGTERM/SIGINT (stop) and SIGHUP (reconcile now) on a thread of its own.
-class SignalThread {
- public:
-  explicit SignalThread(loop::Sidecar& sidecar)
-      : sidecar_(sidecar), signals_(ControlSignals()), thread_([this] { Loop(); }) {}
-  SignalThread(const SignalThread&) = delete;
-  SignalThread& operator=(const SignalThread&) = delete;
-
-  // Called once Run returned: lets the thread end.
-  ~SignalThread() {
-    {
-      const std::lock_guard lock(mutex_);
-      finished_ = true;
-    }
-    finished_changed_.notify_all();
-    if (!stop_requested_) {
-      ::pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait
-    }
-    thread_.join();
-  }
-
- private:
-  void Loop() {
-    while (true) {
-      int signal = 0;
-      if (::sigwait(&signals_, &signal) != 0) {
-        continue;
-      }
-      {
-        const std::lock_guard lock(mutex_);
-        if (finished_) {
-          return;
-        }
-      }
-      if (signal == SIGHUP) {
-        spdlog::info("SIGHUP: reconciling now");
-        sidecar_.Reconcile("SIGHUP");
-        continue;
-      }
-      spdlog::info("{}: stopping", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      stop_requested_ = true;
-      sidecar_.Stop();
-      std::unique_lock lock(mutex_);
-      if (!finished_changed_.wait_for(lock, kShutdownGrace, [this] { return finished_; })) {
-        // A request still in flight must not hold the pod past its grace period; every
-        // write is whole, so ending here leaves nothing half-done.
-        spdlog::warn("stopping took longer than {} ms; exiting now", kShutdownGrace.count());
-        spdlog::default_logger()->flush();
-        std::_Exit(kExitOk);
-      }
-      return;
-    }
-  }
-
-  loop::Sidecar& sidecar_;
-  const sigset_t signals_;
-  std::mutex mutex_;
-  std::condition_variable finished_changed_;
-  bool finished_ = false;
-  std::atomic<bool> stop_requested_{false};
-  std::thread thread_;  // last: it starts in the constructor and uses everything above
-};
-
-// The endpoint servers keep probes answered by closing the oldest connections at their caps;
-// a soft descriptor limit below the hard one (often 1024) would make those caps the
-// process's limit instead. Raising the soft limit needs no privilege.
-void RaiseOpenFileLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
-// As client-go orders them: a leader stops writing before anyone may take its lease, and
-// renews often enough that one late attempt does not cost it the lead.
-Status CheckLeaseTimes(const RunOptions& options) {
-  if (options.lease_renew_deadline >= options.lease_duration) {
-    return Fail(ErrorCode::kInvalidArgument, "--lease-renew-deadline (" +
-                                                 FormatDuration(options.lease_renew_deadline) +
-                                                 ") must be less than --lease-duration (" +
-                                                 FormatDuration(options.lease_duration) + ")");
-  }
-  if (static_cast<double>(options.lease_renew_deadline.count()) <=
-      leader::kCandidateJitter * static_cast<double>(options.lease_retry_period.count())) {
-    return Fail(ErrorCode::kInvalidArgument,
-                "--lease-renew-deadline (" + FormatDuration(options.lease_renew_deadline) +
-                    ") must be more than 1.2 times --lease-retry-period (" +
-                    FormatDuration(options.lease_retry_period) + ")");
-  }
-  return {};
-}
-
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
@@ -249,25 +122,10 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
   AddFailurePolicyOnceReadyFlag(*command, options.failure_policy_once_ready);
   AddDurationFlag(*command, "--resync", options.resync,
                   "Reconcile at least this often, changes or not (jittered by 10%)");
-  command->add_flag("--leader-elect", options.leader_elect,
-                    "Among several replicas only the holder of a Lease writes; every replica "
-                    "keeps its own folder and readiness");
-  command
-      ->add_option("--lease-name", options.lease_name,
-                   "Name of the Lease (default: <secret>-certctl)")
-      ->check(ObjectNameCheck("Lease"));
-  AddDurationFlag(*command, "--lease-duration", options.lease_duration,
-                  "How long a silent holder keeps the Lease before another replica may take it");
-  AddDurationFlag(*command, "--lease-renew-deadline", options.lease_renew_deadline,
-                  "The leader stops writing when it could not renew the Lease for this long "
-                  "(less than --lease-duration)");
-  AddDurationFlag(*command, "--lease-retry-period", options.lease_retry_period,
-                  "Between attempts to take or renew the Lease (--lease-renew-deadline is more "
-                  "than 1.2 times this)");
-  command->add_option(
-      "--identity", options.identity,
-      "This replica's name in the Lease and in Events (default: $POD_NAME or the hostname, "
-      "plus _ and a random suffix)");
+  AddLeaseFlags(*command, options.lease,
+                "Among several replicas only the holder of a Lease writes; every replica "
+                "keeps its own folder and readiness",
+                "<secret>-certctl");
   return command;
 }
 
@@ -283,15 +141,16 @@ int RunController(const RunOptions& options, const std::string& command, const E
   if (auto valid = CheckValidities(options.secret); !valid) {
     return UsageError(command, valid.error().message());
   }
-  const std::string lease_name =
-      options.lease_name.empty() ? options.secret.secret_name + "-certctl" : options.lease_name;
-  if (auto valid = kube::ValidateSubdomainName(lease_name); options.leader_elect && !valid) {
+  const std::string lease_name = options.lease.lease_name.empty()
+                                     ? options.secret.secret_name + "-certctl"
+                                     : options.lease.lease_name;
+  if (auto valid = kube::ValidateSubdomainName(lease_name); options.lease.leader_elect && !valid) {
     // Only the default can get here: a long --secret makes it too long.
     return UsageError(command, "--lease-name: the default Lease name \"" + lease_name +
                                    "\" is not valid: " + valid.error().message() +
                                    "; give --lease-name");
   }
-  if (auto valid = CheckLeaseTimes(options); !valid) {
+  if (auto valid = CheckLeaseTimes(options.lease); !valid) {
     return UsageError(command, valid.error().message());
   }
   auto health_address = endpoints::ParseListenAddress(options.health_addr);
@@ -332,7 +191,8 @@ int RunController(const RunOptions& options, const std::string& command, const E
     return UsageError(command, spec.error().message());
   }
 
-  const std::string identity = options.identity.empty() ? InstanceIdentity(env) : options.identity;
+  const std::string identity =
+      options.lease.identity.empty() ? InstanceIdentity(env) : options.lease.identity;
   spec->issuer = MakeIssuer(options.secret, "run", identity, clock.Now());
   loop::SidecarConfig config;
   config.pass.secret = *spec;
@@ -347,13 +207,13 @@ int RunController(const RunOptions& options, const std::string& command, const E
   }
   config.fail_closed_once_ready = !options.failure_policy_once_ready.empty();
   config.instance = identity;
-  if (options.leader_elect) {
+  if (options.lease.leader_elect) {
     config.election = leader::ElectionConfig{cluster->ns,
                                              lease_name,
                                              identity,
-                                             options.lease_duration,
-                                             options.lease_renew_deadline,
-                                             options.lease_retry_period};
+                                             options.lease.lease_duration,
+                                             options.lease.lease_renew_deadline,
+                                             options.lease.lease_retry_period};
   }
 
   loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);
@@ -385,7 +245,8 @@ int RunController(const RunOptions& options, const std::string& command, const E
                metrics_server ? ", metrics on port " + std::to_string(metrics_server->port())
                               : std::string());
   {
-    SignalThread signals(sidecar);
+    SignalThread signals([&sidecar] { sidecar.Stop(); },
+                         [&sidecar] { sidecar.Reconcile("SIGHUP"); });
     sidecar.Run();
   }
   spdlog::info("stopped");

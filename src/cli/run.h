@@ -11,6 +11,7 @@
 #include "certctl/util/environment.h"
 
 #include "cli/cluster.h"
+#include "cli/daemon.h"
 #include "cli/secret_spec.h"
 
 namespace certctl::cli {
@@ -26,13 +27,7 @@ struct RunOptions {
   std::string serving_addr;               // empty: no serving check
   std::string failure_policy_once_ready;  // "Fail", or empty: off
   std::chrono::seconds resync{std::chrono::hours(1)};
-  bool leader_elect = false;
-  std::string lease_name;  // empty: "<secret>-certctl"
-  // client-go's defaults; shorter times hand over sooner and cost more API requests.
-  std::chrono::seconds lease_duration = leader::ElectionConfig{}.lease_duration;
-  std::chrono::seconds lease_renew_deadline = leader::ElectionConfig{}.renew_deadline;
-  std::chrono::seconds lease_retry_period = leader::ElectionConfig{}.retry_period;
-  std::string identity;  // empty: $POD_NAME or the hostname, plus "_" and a random suffix
+  LeaseFlags lease;  // lease_name empty: "<secret>-certctl"
 };
 
 CLI::App* AddRunCommand(CLI::App& app, RunOptions& options);

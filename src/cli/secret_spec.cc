@@ -65,19 +65,25 @@ std::string InstanceIdentity(const Environment& env) {
 
 controller::Issuer MakeIssuer(const SecretFlags& flags, std::string command, std::string identity,
                               TimePoint started) {
+  return MakeIssuer(flags.issuance, flags.identity.cluster_domain, std::move(command),
+                    std::move(identity), started);
+}
+
+controller::Issuer MakeIssuer(const IssuanceFlags& issuance, const std::string& cluster_domain,
+                              std::string command, std::string identity, TimePoint started) {
   // The CA's subject counts only when a flag sets it: its default follows --service, a name
   // that instances merge rather than fight over.
   controller::IssuerSettings settings{
-      {"key-type", std::string(pki::KeyTypeName(flags.issuance.key_type))},
-      {"cluster-domain", flags.identity.cluster_domain}};
-  if (!flags.issuance.ca_name.empty()) {
-    settings.emplace_back("ca-name", flags.issuance.ca_name);
+      {"key-type", std::string(pki::KeyTypeName(issuance.key_type))},
+      {"cluster-domain", cluster_domain}};
+  if (!issuance.ca_name.empty()) {
+    settings.emplace_back("ca-name", issuance.ca_name);
   }
-  if (!flags.issuance.ca_organization.empty()) {
-    settings.emplace_back("ca-organization", flags.issuance.ca_organization);
+  if (!issuance.ca_organization.empty()) {
+    settings.emplace_back("ca-organization", issuance.ca_organization);
   }
-  settings.emplace_back("ca-validity", FormatDuration(flags.issuance.ca_validity));
-  settings.emplace_back("cert-validity", FormatDuration(flags.issuance.cert_validity));
+  settings.emplace_back("ca-validity", FormatDuration(issuance.ca_validity));
+  settings.emplace_back("cert-validity", FormatDuration(issuance.cert_validity));
   return controller::Issuer{.command = std::move(command),
                             .identity = std::move(identity),
                             .started = started,

@@ -40,5 +40,8 @@ std::string InstanceIdentity(const Environment& env);
 // pair beyond its names.
 controller::Issuer MakeIssuer(const SecretFlags& flags, std::string command, std::string identity,
                               TimePoint started);
+// The same from the issuance flags and --cluster-domain alone (`certctl controller`).
+controller::Issuer MakeIssuer(const IssuanceFlags& issuance, const std::string& cluster_domain,
+                              std::string command, std::string identity, TimePoint started);
 
 }  // namespace certctl::cli

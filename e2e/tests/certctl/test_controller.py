@@ -1,0 +1,199 @@
+"""`certctl controller` on the real API server: a Service annotated
+certctl.io/serving-cert-secret gets a managed Secret, a webhook configuration annotated
+certctl.io/inject-ca-from gets its CA, and then nothing is written while nothing changes; a
+wiped caBundle is repaired at once; what an annotation asks that cannot be done is a Warning
+Event on the object that asked, with nothing written; Secrets no annotation names are never
+read."""
+import base64
+import json
+
+import pytest
+from cryptography import x509
+from prometheus_client.parser import text_string_to_metric_families
+
+from harness.certctl import service_with_endpoints, webhook_configuration
+from harness.fleet import CONTROLLER_RULES, ClusterController
+from harness.sidecar import stop_all
+from harness.waiting import wait_for
+
+NS = "team-a"
+USER = "system:serviceaccount:certctl-system:certctl-controller"
+VWC_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+
+
+def apply(cluster, *objects):
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                          "items": list(objects)}))
+
+
+def annotated_service(name, secret, namespace=NS):
+    service, slice_ = service_with_endpoints(name, namespace)
+    service["metadata"]["annotations"] = {"certctl.io/serving-cert-secret": secret}
+    return service, slice_
+
+
+def annotated_configuration(name, source, service="hook"):
+    configuration = webhook_configuration("ValidatingWebhookConfiguration", name,
+                                          [f"{name}.example.com"], service=service,
+                                          namespace=NS)
+    configuration["metadata"]["annotations"] = {"certctl.io/inject-ca-from": source}
+    return configuration
+
+
+def secret(cluster, name, namespace=NS):
+    result = cluster.kubectl("get", "secret", "-n", namespace, name, "-o", "json", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def ca_bundle(cluster, name):
+    webhooks = cluster.api("GET", f"{VWC_PATH}/{name}").json()["webhooks"]
+    return base64.b64decode(webhooks[0]["clientConfig"].get("caBundle", "")).decode()
+
+
+def events(cluster, reason, namespace="default"):
+    items = cluster.api("GET", f"/api/v1/namespaces/{namespace}/events").json()["items"]
+    return [e for e in items if e["reason"] == reason]
+
+
+def reconciles(process):
+    total = 0.0
+    for family in text_string_to_metric_families(process.metrics()[0]):
+        for sample in family.samples:
+            if sample.name == "certctl_controller_reconcile_total":
+                total += sample.value
+    return total
+
+
+def controller_requests(cluster):
+    name = USER.rsplit(":", 1)[1]
+    return [r for r in cluster.request_log()["requests"] if r["user"].endswith(name)]
+
+
+@pytest.fixture
+def controller(cluster, certctl_binary, tmp_path):
+    cluster.kubectl("create", "namespace", NS)
+    cluster.add_user(USER, CONTROLLER_RULES)
+    started = []
+
+    def start(*args):
+        process = ClusterController(certctl_binary, cluster, str(tmp_path),
+                                    f"controller-{len(started)}", USER, list(args)).start()
+        started.append(process)
+        wait_for(lambda: process.readyz()[0] == 200, "the controller's watches listed",
+                 watch=[process])
+        return process
+
+    yield start
+    stop_all(started)
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_an_annotated_service_and_configuration_are_served_then_left_alone(cluster, controller):
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"),
+          {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bystander", "namespace": NS},
+           "stringData": {"password": "nobody asked"}})
+    cluster.reset_request_log()
+    process = controller()
+    wait_for(lambda: secret(cluster, "hook-tls") and ca_bundle(cluster, "policy") ==
+             base64.b64decode(secret(cluster, "hook-tls")["data"]["ca.crt"]).decode(),
+             "the Secret issued and its CA injected", watch=[process])
+
+    stored = secret(cluster, "hook-tls")
+    assert stored["type"] == "kubernetes.io/tls"
+    assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "certctl"
+    assert stored["metadata"]["labels"]["certctl.io/serving-cert-for"] == "hook"
+    assert stored["metadata"]["annotations"]["certctl.io/issued-by"].startswith(
+        "certctl controller ")
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(stored["data"]["tls.crt"]))
+    names = leaf.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert names[0] == "hook.team-a.svc", names
+
+    # A change elsewhere in the configuration is reconciled, and writes nothing.
+    cluster.reset_request_log()
+    before = reconciles(process)
+    cluster.kubectl("label", "validatingwebhookconfiguration", "policy", "touched=yes")
+    wait_for(lambda: reconciles(process) > before, "a reconcile after the label", watch=[process])
+    writes = [r for r in cluster.writes() if r["user"].endswith("certctl-controller")
+              and r["resource"] != "events"]
+    assert writes == [], writes
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_a_secret_no_annotation_names_is_never_read(cluster, controller):
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"),
+          {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bystander", "namespace": NS},
+           "stringData": {"password": "nobody asked"}})
+    cluster.reset_request_log()
+    process = controller()
+    wait_for(lambda: ca_bundle(cluster, "policy"), "the CA injected", watch=[process])
+    seen = set()
+    for request in controller_requests(cluster):
+        if request["resource"] != "secrets":
+            continue
+        seen.add(request["verb"])
+        assert request["name"] in ("", "hook-tls"), request
+        if request["verb"] in ("list", "watch"):
+            assert "labelSelector=certctl.io%2Fserving-cert-for" in request["query"], request
+    assert {"list", "watch", "get", "create"} <= seen, seen
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_a_wiped_ca_bundle_is_repaired_at_once(cluster, controller):
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"))
+    process = controller()
+    wait_for(lambda: ca_bundle(cluster, "policy"), "the CA injected", watch=[process])
+    injected = ca_bundle(cluster, "policy")
+    patch = [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle",
+              "value": base64.b64encode(b"wiped").decode()}]
+    resp = cluster.api("PATCH", f"{VWC_PATH}/policy?fieldManager=helm", patch,
+                       content_type="application/json-patch+json")
+    assert resp.status == 200, resp.body
+    wait_for(lambda: ca_bundle(cluster, "policy") == injected, "the caBundle repaired", bound=5,
+             poll=0.02, watch=[process])
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_what_cannot_be_honoured_is_told_on_the_object_and_nothing_is_written(cluster,
+                                                                             controller):
+    theirs = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": "theirs", "namespace": NS},
+              "data": {"tls.crt": base64.b64encode(b"not a certificate").decode(),
+                       "tls.key": base64.b64encode(b"not a key").decode()}}
+    apply(cluster, theirs, *annotated_service("owned", "theirs"),
+          annotated_configuration("missing", f"{NS}/absent"),
+          annotated_configuration("malformed", "no-slash-here"))
+    before = secret(cluster, "theirs")
+    process = controller()
+    wait_for(lambda: events(cluster, "InjectionSourceMissing"), "InjectionSourceMissing",
+             watch=[process])
+    missing = events(cluster, "InjectionSourceMissing")[0]
+    assert missing["type"] == "Warning"
+    assert missing["involvedObject"]["name"] == "missing"
+    assert missing["involvedObject"]["uid"]
+    assert "secret/team-a/absent, which does not exist" in missing["message"]
+
+    wait_for(lambda: events(cluster, "AnnotationInvalid"), "AnnotationInvalid", watch=[process])
+    malformed = events(cluster, "AnnotationInvalid")[0]
+    assert malformed["involvedObject"]["name"] == "malformed"
+    assert "not NAMESPACE/SECRET" in malformed["message"]
+
+    wait_for(lambda: events(cluster, "SecretNotManaged", NS), "SecretNotManaged",
+             watch=[process])
+    not_managed = events(cluster, "SecretNotManaged", NS)[0]
+    assert not_managed["involvedObject"]["kind"] == "Service"
+    assert not_managed["involvedObject"]["name"] == "owned"
+
+    assert secret(cluster, "absent") is None
+    after = secret(cluster, "theirs")
+    assert after["data"] == before["data"]
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert ca_bundle(cluster, "missing") == "" and ca_bundle(cluster, "malformed") == ""
+    assert process.readyz()[0] == 200  # the controller stays ready

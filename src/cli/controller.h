@@ -1,0 +1,41 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "certctl/util/clock.h"
+#include "certctl/util/environment.h"
+
+#include "cli/cluster.h"
+#include "cli/daemon.h"
+#include "cli/flags.h"
+
+namespace certctl::cli {
+
+struct ControllerOptions {
+  ConnectionFlags connection;
+  IssuanceFlags issuance;
+  std::string cluster_domain = pki::kDefaultClusterDomain;
+  std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
+  std::chrono::seconds ca_overlap{std::chrono::hours(24)};
+  std::vector<std::string> namespaces;  // empty: every namespace
+  bool cert_manager_annotations = false;
+  int workers = 2;
+  std::chrono::seconds resync{std::chrono::hours(1)};
+  std::string health_addr = ":8081";
+  std::string metrics_addr = ":8080";
+  LeaseFlags lease;  // lease_name empty: "certctl-controller"
+};
+
+CLI::App* AddControllerCommand(CLI::App& app, ControllerOptions& options);
+
+// One controller for every webhook of the cluster, asked for by annotations: runs until
+// SIGTERM or SIGINT (exit 0), answering /healthz, /readyz and /metrics. Exit 2 on bad flags or
+// an address that cannot be bound; never exits because the API server is unavailable.
+int RunClusterController(const ControllerOptions& options, const std::string& command,
+                         const Environment& env, const Clock& clock);
+
+}  // namespace certctl::cli
