@@ -34,7 +34,7 @@ HEADER
   echo '```text'
   "$binary" --help
   echo '```'
-  for command in generate check wait job run rotate audit version; do
+  for command in generate check wait job run controller rotate audit version; do
     echo
     echo "## certctl $command"
     echo
