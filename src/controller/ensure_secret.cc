@@ -148,6 +148,21 @@ void KeepStored(const pki::PairSource& source, pki::ValidationReport validation,
   outcome.rotation = rotation;
 }
 
+// Writes `secret` whose annotations alone changed; the uid stored, or nullopt when another
+// writer came first (kConflict: the caller reads again).
+Result<std::optional<std::string>> UpdateAnnotations(kube::Client& client, const SecretSpec& spec,
+                                                     const Json& secret,
+                                                     const std::string& object) {
+  auto updated = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
+  if (updated) {
+    return std::optional<std::string>(ObjectUid(*updated));
+  }
+  if (updated.error().code() == ErrorCode::kConflict) {
+    return std::optional<std::string>();
+  }
+  return Fail(updated.error().Wrap("update " + object));
+}
+
 // Why a new leaf is refused: who outside the targets still calls the names it drops.
 std::string BreaksOtherCallers(const std::string& object, const std::vector<OtherCaller>& found) {
   std::vector<std::string> hosts;
@@ -358,15 +373,15 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
             return outcome;
           }
           RecordObjection(secret, *spec.issuer);
-          auto objected = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
-          if (objected) {
-            outcome.uid = ObjectUid(*objected);
-            return outcome;
+          auto objected = UpdateAnnotations(client, spec, secret, object);
+          if (!objected) {
+            return Fail(objected.error());
           }
-          if (objected.error().code() == ErrorCode::kConflict) {
+          if (!*objected) {
             continue;
           }
-          return Fail(objected.error().Wrap("update " + object));
+          outcome.uid = **objected;
+          return outcome;
         }
       }
       if (plan->action == SecretAction::kNone) {
@@ -380,15 +395,15 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
         if (!DropObjection(secret, *spec.issuer)) {
           return outcome;
         }
-        auto withdrawn = client.Update(kube::kSecrets, spec.ns, spec.name, secret);
-        if (withdrawn) {
-          outcome.uid = ObjectUid(*withdrawn);
-          return outcome;
+        auto withdrawn = UpdateAnnotations(client, spec, secret, object);
+        if (!withdrawn) {
+          return Fail(withdrawn.error());
         }
-        if (withdrawn.error().code() == ErrorCode::kConflict) {
+        if (!*withdrawn) {
           continue;
         }
-        return Fail(withdrawn.error().Wrap("update " + object));
+        outcome.uid = **withdrawn;
+        return outcome;
       }
       if (hold_back && hold_back(secret)) {
         outcome.held_back = true;
