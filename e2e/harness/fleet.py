@@ -1,9 +1,7 @@
 """`certctl controller` run locally for tests, as its Deployment would run it: in-cluster
 configuration as a ServiceAccount granted SPEC 9b's rules, its own health and metrics ports,
 stderr in a file. The rest of the process handling is the sidecar's (harness/sidecar.py)."""
-import os
-
-from .sidecar import SCRUBBED, Sidecar, free_ports
+from .sidecar import Sidecar
 
 # What the controller may do (SPEC 9b), cluster-wide.
 CONTROLLER_RULES = [
@@ -29,16 +27,6 @@ class ClusterController(Sidecar):
     """One `certctl controller` process; `args` are its flags beyond the ports."""
 
     def __init__(self, binary, cluster, workdir, name, user, args, namespace="certctl-system"):
-        self.name = name
-        self.user = user
-        self.stderr_path = os.path.join(workdir, f"{name}.stderr")
-        self.stdout_path = os.path.join(workdir, f"{name}.stdout")
-        self.health_port, self.metrics_port = free_ports(2)
-        self.argv = [binary, "controller",
-                     "--health-addr", f"127.0.0.1:{self.health_port}",
-                     "--metrics-addr", f"127.0.0.1:{self.metrics_port}", *args]
-        env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-        env.update(cluster.in_cluster_env(user, namespace))
-        self.env = env
-        self.proc = None
-        self.started_at = None
+        # Not Sidecar.__init__: a controller has no certificate folder or ready file.
+        self._prepare(cluster, workdir, name, user, namespace)
+        self.argv = [binary, "controller", *self.endpoint_flags(), *args]

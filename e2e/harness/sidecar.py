@@ -38,22 +38,30 @@ class Sidecar:
 
     def __init__(self, binary, cluster, workdir, name, user, args, namespace="infra",
                  service="hook"):
-        self.name = name
-        self.user = user
+        self._prepare(cluster, workdir, name, user, namespace)
         self.cert_dir = os.path.join(workdir, f"{name}-certs")
         self.ready_file = os.path.join(workdir, f"{name}.ready")
+        self.argv = [binary, "run", "--service", service, "-n", namespace,
+                     "--cert-dir", self.cert_dir, "--ready-file", self.ready_file,
+                     *self.endpoint_flags(), *args]
+
+    def _prepare(self, cluster, workdir, name, user, namespace):
+        """What every long-running certctl process of a test has: its files, its ports and
+        the environment of a pod running as `user` in `namespace`."""
+        self.name = name
+        self.user = user
         self.stderr_path = os.path.join(workdir, f"{name}.stderr")
         self.stdout_path = os.path.join(workdir, f"{name}.stdout")
         self.health_port, self.metrics_port = free_ports(2)
-        self.argv = [binary, "run", "--service", service, "-n", namespace,
-                     "--cert-dir", self.cert_dir, "--ready-file", self.ready_file,
-                     "--health-addr", f"127.0.0.1:{self.health_port}",
-                     "--metrics-addr", f"127.0.0.1:{self.metrics_port}", *args]
         env = {k: v for k, v in os.environ.items() if k not in SCRUBBED}
         env.update(cluster.in_cluster_env(user, namespace))
         self.env = env
         self.proc = None
         self.started_at = None
+
+    def endpoint_flags(self):
+        return ["--health-addr", f"127.0.0.1:{self.health_port}",
+                "--metrics-addr", f"127.0.0.1:{self.metrics_port}"]
 
     def start(self):
         with open(self.stderr_path, "wb") as err, open(self.stdout_path, "wb") as out:

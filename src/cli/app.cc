@@ -110,8 +110,8 @@ int Main(const std::string& program, int argc, char** argv) {
   CLI::App* wait_command = AddWaitCommand(app, wait);
   CLI::App* job_command = AddJobCommand(app, job);
   CLI::App* run_command = AddRunCommand(app, run);
-  CLI::App* rotate_command = AddRotateCommand(app, rotate);
   CLI::App* controller_command = AddControllerCommand(app, controller);
+  CLI::App* rotate_command = AddRotateCommand(app, rotate);
   CLI::App* audit_command = AddAuditCommand(app, audit);
   CLI::App* version_command = AddVersionCommand(app, version);
 

@@ -92,12 +92,7 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerOptions& options) {
       ->capture_default_str();
   AddDurationFlag(*command, "--resync", options.resync,
                   "Reconcile every annotated Secret at least this often, changes or not");
-  command->add_option("--health-addr", options.health_addr, "Address for /healthz and /readyz")
-      ->capture_default_str();
-  command
-      ->add_option("--metrics-addr", options.metrics_addr,
-                   "Address for /metrics (Prometheus text format); empty: disabled")
-      ->capture_default_str();
+  AddEndpointFlags(*command, options.endpoints);
   AddLeaseFlags(*command, options.lease,
                 "Among several replicas only the holder of a Lease (in the controller's own "
                 "namespace) works; every replica watches",
@@ -119,17 +114,8 @@ int RunClusterController(const ControllerOptions& options, const std::string& co
   if (auto valid = CheckLeaseTimes(options.lease); !valid) {
     return UsageError(command, valid.error().message());
   }
-  auto health_address = endpoints::ParseListenAddress(options.health_addr);
-  if (!health_address) {
-    return UsageError(command, "--health-addr: " + health_address.error().message());
-  }
-  std::optional<endpoints::ListenAddress> metrics_address;
-  if (!options.metrics_addr.empty()) {
-    auto parsed = endpoints::ParseListenAddress(options.metrics_addr);
-    if (!parsed) {
-      return UsageError(command, "--metrics-addr: " + parsed.error().message());
-    }
-    metrics_address = *parsed;
+  if (auto valid = CheckEndpointFlags(options.endpoints); !valid) {
+    return UsageError(command, valid.error().message());
   }
 
   RaiseOpenFileLimit();
@@ -175,32 +161,14 @@ int RunClusterController(const ControllerOptions& options, const std::string& co
   }
 
   fleet::Controller controller(*cluster->client, clock, std::move(config), controller_metrics, Log);
-  endpoints::Routes health_routes = HealthRoutes(controller);
-  const bool shared = metrics_address && metrics_address->host == health_address->host &&
-                      metrics_address->port == health_address->port;
-  if (shared) {
-    AddMetricsRoute(health_routes, registry);
+  auto servers = StartEndpoints(options.endpoints, HealthRoutes(controller), registry);
+  if (!servers) {
+    return UsageError(command, servers.error().message());
   }
-  auto health_server = endpoints::Server::Start(*health_address, std::move(health_routes));
-  if (!health_server) {
-    return UsageError(command, "--health-addr: " + health_server.error().message());
-  }
-  std::unique_ptr<endpoints::Server> metrics_server;
-  if (metrics_address && !shared) {
-    endpoints::Routes metrics_routes;
-    AddMetricsRoute(metrics_routes, registry);
-    auto started = endpoints::Server::Start(*metrics_address, std::move(metrics_routes));
-    if (!started) {
-      return UsageError(command, "--metrics-addr: " + started.error().message());
-    }
-    metrics_server = std::move(*started);
-  }
-  spdlog::info("controller for {} ({}); health on port {}{}",
+  spdlog::info("controller for {} ({}); {}",
                options.namespaces.empty() ? std::string("every namespace")
                                           : "namespaces " + JoinWithCommas(options.namespaces),
-               cluster->description, (*health_server)->port(),
-               metrics_server ? ", metrics on port " + std::to_string(metrics_server->port())
-                              : std::string());
+               cluster->description, servers->Ports());
   {
     SignalThread signals([&controller] { controller.Stop(); }, [] {});
     controller.Run();

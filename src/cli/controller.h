@@ -25,8 +25,7 @@ struct ControllerOptions {
   bool cert_manager_annotations = false;
   int workers = 2;
   std::chrono::seconds resync{std::chrono::hours(1)};
-  std::string health_addr = ":8081";
-  std::string metrics_addr = ":8080";
+  EndpointFlags endpoints;
   LeaseFlags lease;  // lease_name empty: "certctl-controller"
 };
 

@@ -67,6 +67,79 @@ void AddMetricsRoute(endpoints::Routes& routes, const metrics::Registry& registr
   };
 }
 
+void AddEndpointFlags(CLI::App& command, EndpointFlags& flags) {
+  command.add_option("--health-addr", flags.health_addr, "Address for /healthz and /readyz")
+      ->capture_default_str();
+  command
+      .add_option("--metrics-addr", flags.metrics_addr,
+                  "Address for /metrics (Prometheus text format); empty: disabled")
+      ->capture_default_str();
+}
+
+namespace {
+
+struct EndpointAddresses {
+  endpoints::ListenAddress health;
+  std::optional<endpoints::ListenAddress> metrics;
+};
+
+Result<EndpointAddresses> ParseEndpointFlags(const EndpointFlags& flags) {
+  auto health = endpoints::ParseListenAddress(flags.health_addr);
+  if (!health) {
+    return Fail(ErrorCode::kInvalidArgument, "--health-addr: " + health.error().message());
+  }
+  EndpointAddresses addresses{*health, std::nullopt};
+  if (!flags.metrics_addr.empty()) {
+    auto metrics = endpoints::ParseListenAddress(flags.metrics_addr);
+    if (!metrics) {
+      return Fail(ErrorCode::kInvalidArgument, "--metrics-addr: " + metrics.error().message());
+    }
+    addresses.metrics = *metrics;
+  }
+  return addresses;
+}
+
+}  // namespace
+
+Status CheckEndpointFlags(const EndpointFlags& flags) {
+  auto parsed = ParseEndpointFlags(flags);
+  return parsed ? Status() : Fail(parsed.error());
+}
+
+std::string EndpointServers::Ports() const {
+  return "health on port " + std::to_string(health->port()) +
+         (metrics ? ", metrics on port " + std::to_string(metrics->port()) : std::string());
+}
+
+Result<EndpointServers> StartEndpoints(const EndpointFlags& flags, endpoints::Routes health_routes,
+                                       const metrics::Registry& registry) {
+  auto addresses = ParseEndpointFlags(flags);
+  if (!addresses) {
+    return Fail(addresses.error());
+  }
+  const bool shared = addresses->metrics && addresses->metrics->host == addresses->health.host &&
+                      addresses->metrics->port == addresses->health.port;
+  if (shared) {
+    AddMetricsRoute(health_routes, registry);
+  }
+  EndpointServers servers;
+  auto health = endpoints::Server::Start(addresses->health, std::move(health_routes));
+  if (!health) {
+    return Fail(ErrorCode::kInvalidArgument, "--health-addr: " + health.error().message());
+  }
+  servers.health = std::move(*health);
+  if (addresses->metrics && !shared) {
+    endpoints::Routes metrics_routes;
+    AddMetricsRoute(metrics_routes, registry);
+    auto metrics = endpoints::Server::Start(*addresses->metrics, std::move(metrics_routes));
+    if (!metrics) {
+      return Fail(ErrorCode::kInvalidArgument, "--metrics-addr: " + metrics.error().message());
+    }
+    servers.metrics = std::move(*metrics);
+  }
+  return servers;
+}
+
 void BlockControlSignals() {
   const sigset_t signals = ControlSignals();
   ::pthread_sigmask(SIG_BLOCK, &signals, nullptr);

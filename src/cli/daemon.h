@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,6 +42,26 @@ void AddLeaseFlags(CLI::App& command, LeaseFlags& flags, const std::string& lead
 Status CheckLeaseTimes(const LeaseFlags& flags);
 
 void AddMetricsRoute(endpoints::Routes& routes, const metrics::Registry& registry);
+
+// --health-addr (/healthz, /readyz) and --metrics-addr (/metrics; empty: none).
+struct EndpointFlags {
+  std::string health_addr = ":8081";
+  std::string metrics_addr = ":8080";
+};
+void AddEndpointFlags(CLI::App& command, EndpointFlags& flags);
+
+struct EndpointServers {
+  std::unique_ptr<endpoints::Server> health;
+  std::unique_ptr<endpoints::Server> metrics;  // none when shared with health, or disabled
+  // "health on port N, metrics on port M", for the first log line.
+  std::string Ports() const;
+};
+// Binds both, one server when both addresses are the same; kInvalidArgument naming the flag
+// of an address that does not parse or cannot be bound (a usage error).
+Result<EndpointServers> StartEndpoints(const EndpointFlags& flags, endpoints::Routes health_routes,
+                                       const metrics::Registry& registry);
+// Checks both addresses before anything else starts: the same errors as StartEndpoints.
+Status CheckEndpointFlags(const EndpointFlags& flags);
 
 // Blocks SIGTERM, SIGINT and SIGHUP in this thread and every thread started after it, so
 // they are only ever taken by SignalThread's sigwait: first thing, before any thread starts.

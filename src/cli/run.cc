@@ -106,12 +106,7 @@ CLI::App* AddRunCommand(CLI::App& app, RunOptions& options) {
   command->add_option("--cert-dir", options.cert_dir,
                       "Folder to keep tls.crt, tls.key and ca.crt in (swapped atomically as a "
                       "set); empty: none");
-  command->add_option("--health-addr", options.health_addr, "Address for /healthz and /readyz")
-      ->capture_default_str();
-  command
-      ->add_option("--metrics-addr", options.metrics_addr,
-                   "Address for /metrics (Prometheus text format); empty: disabled")
-      ->capture_default_str();
+  AddEndpointFlags(*command, options.endpoints);
   command->add_option("--ready-file", options.ready_file,
                       "File created while the certificate check holds (callable and serving aside) "
                       "and removed otherwise; empty: none");
@@ -153,17 +148,8 @@ int RunController(const RunOptions& options, const std::string& command, const E
   if (auto valid = CheckLeaseTimes(options.lease); !valid) {
     return UsageError(command, valid.error().message());
   }
-  auto health_address = endpoints::ParseListenAddress(options.health_addr);
-  if (!health_address) {
-    return UsageError(command, "--health-addr: " + health_address.error().message());
-  }
-  std::optional<endpoints::ListenAddress> metrics_address;
-  if (!options.metrics_addr.empty()) {
-    auto parsed = endpoints::ParseListenAddress(options.metrics_addr);
-    if (!parsed) {
-      return UsageError(command, "--metrics-addr: " + parsed.error().message());
-    }
-    metrics_address = *parsed;
+  if (auto valid = CheckEndpointFlags(options.endpoints); !valid) {
+    return UsageError(command, valid.error().message());
   }
   auto serving_address = ParseServingAddress(options.serving_addr);
   if (!serving_address) {
@@ -218,32 +204,12 @@ int RunController(const RunOptions& options, const std::string& command, const E
 
   loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);
 
-  // One server when both addresses are the same.
-  endpoints::Routes health_routes = HealthRoutes(sidecar);
-  const bool shared = metrics_address && metrics_address->host == health_address->host &&
-                      metrics_address->port == health_address->port;
-  if (shared) {
-    AddMetricsRoute(health_routes, registry);
+  auto servers = StartEndpoints(options.endpoints, HealthRoutes(sidecar), registry);
+  if (!servers) {
+    return UsageError(command, servers.error().message());
   }
-  auto health_server = endpoints::Server::Start(*health_address, std::move(health_routes));
-  if (!health_server) {
-    return UsageError(command, "--health-addr: " + health_server.error().message());
-  }
-  std::unique_ptr<endpoints::Server> metrics_server;
-  if (metrics_address && !shared) {
-    endpoints::Routes metrics_routes;
-    AddMetricsRoute(metrics_routes, registry);
-    auto started = endpoints::Server::Start(*metrics_address, std::move(metrics_routes));
-    if (!started) {
-      return UsageError(command, "--metrics-addr: " + started.error().message());
-    }
-    metrics_server = std::move(*started);
-  }
-  spdlog::info("running for {} in {} ({}); health on port {}{}",
-               controller::SecretObjectName(spec->ns, spec->name), cluster->ns,
-               cluster->description, (*health_server)->port(),
-               metrics_server ? ", metrics on port " + std::to_string(metrics_server->port())
-                              : std::string());
+  spdlog::info("running for {} in {} ({}); {}", controller::SecretObjectName(spec->ns, spec->name),
+               cluster->ns, cluster->description, servers->Ports());
   {
     SignalThread signals([&sidecar] { sidecar.Stop(); },
                          [&sidecar] { sidecar.Reconcile("SIGHUP"); });

@@ -21,8 +21,7 @@ struct RunOptions {
   ConnectionFlags connection;
   controller::TargetSelection targets;
   std::string cert_dir;
-  std::string health_addr = ":8081";
-  std::string metrics_addr = ":8080";
+  EndpointFlags endpoints;
   std::string ready_file;
   std::string serving_addr;               // empty: no serving check
   std::string failure_policy_once_ready;  // "Fail", or empty: off

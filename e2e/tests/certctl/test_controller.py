@@ -6,6 +6,7 @@ Event on the object that asked, with nothing written; Secrets no annotation name
 read."""
 import base64
 import json
+import threading
 
 import pytest
 from cryptography import x509
@@ -197,3 +198,75 @@ def test_what_cannot_be_honoured_is_told_on_the_object_and_nothing_is_written(cl
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert ca_bundle(cluster, "missing") == "" and ca_bundle(cluster, "malformed") == ""
     assert process.readyz()[0] == 200  # the controller stays ready
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_a_name_the_certificate_lacks_is_a_warning_on_the_target_and_the_controller_stays_ready(
+        cluster, controller):
+    apply(cluster, *annotated_service("hook", "hook-tls"), *service_with_endpoints("other", NS),
+          annotated_configuration("elsewhere", f"{NS}/hook-tls", service="other"))
+    process = controller()
+    wait_for(lambda: events(cluster, "TargetNameNotCovered"), "TargetNameNotCovered",
+             watch=[process])
+    event = events(cluster, "TargetNameNotCovered")[0]
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "elsewhere"
+    assert event["involvedObject"]["uid"]
+    assert "other.team-a.svc" in event["message"]
+    labels = {"target": "validatingwebhookconfiguration/elsewhere",
+              "code": "target-name-not-covered"}
+    found = [s.value for f in text_string_to_metric_families(process.metrics()[0])
+             for s in f.samples
+             if s.name == "certctl_controller_target_call_findings" and s.labels == labels]
+    assert found == [1.0], found
+    assert process.readyz()[0] == 200
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(90)
+def test_a_fighting_writer_on_one_target_is_damped_without_slowing_the_others(cluster,
+                                                                              controller):
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("fought", f"{NS}/hook-tls"),
+          annotated_configuration("calm", f"{NS}/hook-tls"))
+    process = controller()
+    wait_for(lambda: ca_bundle(cluster, "fought") and ca_bundle(cluster, "calm"),
+             "both injected", watch=[process])
+    injected = ca_bundle(cluster, "calm")
+    foreign = [{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle",
+                "value": base64.b64encode(b"foreign").decode()}]
+
+    def reset(name, manager):
+        resp = cluster.api("PATCH", f"{VWC_PATH}/{name}?fieldManager={manager}", foreign,
+                           content_type="application/json-patch+json")
+        assert resp.status == 200, resp.body
+
+    cluster.reset_request_log()
+    stop = threading.Event()
+
+    def fight():
+        while not stop.is_set():
+            reset("fought", "fighter")
+            stop.wait(0.1)
+
+    fighter = threading.Thread(target=fight, daemon=True)
+    fighter.start()
+    try:
+        wait_for(lambda: events(cluster, "CABundleOverwritten"), "the fight told",
+                 watch=[process])
+        # The other configuration, wiped once meanwhile, is repaired at once.
+        reset("calm", "helm")
+        wait_for(lambda: ca_bundle(cluster, "calm") == injected, "the calm one repaired",
+                 bound=5, poll=0.02, watch=[process])
+        stop.wait(15)
+    finally:
+        stop.set()
+        fighter.join()
+    repairs = [r for r in cluster.writes() if r["user"].endswith("certctl-controller")
+               and r["name"] == "fought"]
+    assert 3 <= len(repairs) <= 12, len(repairs)
+    told = events(cluster, "CABundleOverwritten")
+    assert len(told) == 1, told
+    assert 'field manager "fighter"' in told[0]["message"]
+    assert told[0]["involvedObject"]["name"] == "fought"

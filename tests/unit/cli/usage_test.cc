@@ -26,8 +26,8 @@ TEST(Usage, MissingSubcommandAndUnknownSubcommandExitTwo) {
   const auto missing = RunCertctl({});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err,
-            "certctl: a command is required: one of generate, check, wait, job, run, rotate, "
-            "audit, version (see 'certctl --help')\n");
+            "certctl: a command is required: one of generate, check, wait, job, run, controller, "
+            "rotate, audit, version (see 'certctl --help')\n");
   const auto unknown = RunCertctl({"frobnicate"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_EQ(unknown.err, "certctl: unknown command \"frobnicate\" (see 'certctl --help')\n");
