@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
+#include "certctl/controller/failure_policy.h"
 #include "certctl/controller/secret.h"
+#include "certctl/inject/patch.h"
 #include "certctl/inject/targets.h"
 #include "certctl/kube/managed_fields.h"
 #include "certctl/loop/events.h"
@@ -39,6 +42,17 @@ std::string SecretValue(const kube::Json& secret, std::string_view key) {
   return secret.contains(pointer) && secret.at(pointer).is_string()
              ? secret.at(pointer).get<std::string>()
              : "";
+}
+
+// What the failurePolicies of `target` hold, as one value for the damper: the patch that would
+// close its closable entries with Ignore, empty once none has (as certctl leaves them).
+std::string OpenEntries(const controller::TargetObject& target,
+                        const controller::ClosableEntries& closable) {
+  const std::string object = controller::TargetObjectName(target.kind, target.name);
+  const std::optional<nlohmann::json> patch = inject::FailClosedPatch(
+      target.kind, target.object,
+      [&](const std::string& entry) { return closable.Closable(object, entry); });
+  return patch ? patch->dump() : "";
 }
 
 }  // namespace
@@ -155,6 +169,74 @@ void Fights::NoteRepairs(const PassReport& report, const std::string& ns, const 
   for (const auto& [key, value] : report.secret_data) {
     damper_.Wrote(secret_object, key, value);
   }
+}
+
+Fights::Closing Fights::CloseFailurePolicies(kube::Client& client,
+                                             const std::vector<controller::TargetObject>& targets,
+                                             const std::string& secret_object) {
+  // Readiness already holds every called name covered; the Services and their endpoints are
+  // judged here, and only when some entry still has Ignore.
+  Closing closing;
+  auto closable = controller::JudgeClosable(client, targets, nullptr);
+  if (!closable) {
+    closing.failure = closable.error().message();
+    return closing;
+  }
+  if (closable->kept > 0) {
+    std::string why = JoinFindings(closable->findings);
+    for (const std::string& note : closable->notes) {
+      why += (why.empty() ? "" : "; ") + note;
+    }
+    closing.kept_because = "kept failurePolicy Ignore on " + std::to_string(closable->kept) +
+                           (closable->kept == 1 ? " entry" : " entries") +
+                           " the API server cannot call: " + (why.empty() ? "kept" : why);
+  }
+  // An entry set back to Ignore after certctl closed it is a repair like any other: it waits
+  // while the damper holds the configuration.
+  std::vector<controller::TargetObject> due;
+  std::map<std::string, const controller::TargetObject*> overwritten;
+  for (const controller::TargetObject& target : targets) {
+    const std::string object = controller::TargetObjectName(target.kind, target.name);
+    if (!damper_.Overwritten(object, kFailurePolicyField, OpenEntries(target, *closable))) {
+      due.push_back(target);
+      continue;
+    }
+    if (Damps(object, OtherWriter(target.object, kFailurePolicyField))) {
+      closing.held_back = true;
+    } else {
+      due.push_back(target);
+      overwritten[object] = &target;
+    }
+  }
+  auto closed = controller::FailClosed(client, due, &*closable);
+  if (!closed) {
+    closing.failure = closed.error().message();
+    return closing;
+  }
+  for (std::size_t i = 0; i < closed->patched.size(); ++i) {
+    const std::string& object = closed->patched[i];
+    closing.patched.push_back(object);
+    damper_.Wrote(object, kFailurePolicyField, "");
+    if (telling_.log) {
+      telling_.log(LogLevel::kInfo, "ready: set failurePolicy Fail on the entries of " + object +
+                                        " that had Ignore");
+    }
+    if (const auto fought = overwritten.find(object); fought != overwritten.end()) {
+      Note({object,
+            {kFailurePolicyField},
+            "FailurePolicyOverwritten",
+            closed->patched_references[i],
+            fought->second->object});
+    }
+    // Folded like every Event about a target: a fight is not told once per write.
+    if (telling_.event) {
+      telling_.event(MakeEvent(closed->patched_references[i], "FailurePolicySet",
+                               "set failurePolicy Fail on the entries that had Ignore, as " +
+                                   secret_object + " is ready",
+                               telling_.instance, clock_.Now()));
+    }
+  }
+  return closing;
 }
 
 }  // namespace certctl::loop

@@ -1,15 +1,12 @@
 // What the sidecar tells of its writes: log lines, metrics and Events; and the failurePolicy
 // it writes once ready.
 #include <algorithm>
-#include <map>
 #include <utility>
 
 #include "certctl/controller/callable.h"
 #include "certctl/controller/failure_policy.h"
 #include "certctl/controller/other_callers.h"
 #include "certctl/controller/secret.h"
-#include "certctl/inject/patch.h"
-#include "certctl/inject/targets.h"
 #include "certctl/loop/events.h"
 #include "certctl/loop/sidecar.h"
 #include "certctl/util/text.h"
@@ -107,21 +104,6 @@ void Sidecar::RecordDueFoldedEvents() {
   }
 }
 
-namespace {
-
-// What the failurePolicies of `target` hold, as one value for the damper: the patch that would
-// close its closable entries with Ignore, empty once none has (as certctl leaves them).
-std::string OpenEntries(const controller::TargetObject& target,
-                        const controller::ClosableEntries& closable) {
-  const std::string object = controller::TargetObjectName(target.kind, target.name);
-  const std::optional<nlohmann::json> patch = inject::FailClosedPatch(
-      target.kind, target.object,
-      [&](const std::string& entry) { return closable.Closable(object, entry); });
-  return patch ? patch->dump() : "";
-}
-
-}  // namespace
-
 void Sidecar::NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets) {
   std::vector<std::string> held = controller::FailurePolicyHolds(targets);
   std::vector<std::string> before;
@@ -183,69 +165,19 @@ std::vector<std::string> Sidecar::FailurePolicyHolds() const {
 }
 
 Sidecar::Closing Sidecar::FailClosed(const std::vector<controller::TargetObject>& targets) {
-  // Readiness already holds every called name covered; the Services and their endpoints are
-  // judged here, and only when some entry still has Ignore.
-  Closing closing;
-  auto closable = controller::JudgeClosable(client_, targets, nullptr);
-  if (!closable) {
-    WarnRateLimited("failure-policy", closable.error().message());
-    return closing;
+  const auto& spec = config_.pass.secret;
+  const Fights::Closing closed = fights_.CloseFailurePolicies(
+      client_, targets, controller::SecretObjectName(spec.ns, spec.name));
+  if (!closed.failure.empty()) {
+    WarnRateLimited("failure-policy", closed.failure);
   }
-  if (closable->kept > 0) {
-    std::string why = JoinFindings(closable->findings);
-    for (const std::string& note : closable->notes) {
-      why += (why.empty() ? "" : "; ") + note;
-    }
-    closing.kept_because = why.empty() ? "kept" : why;
-    WarnRateLimited("failure-policy-kept", "kept failurePolicy Ignore on " +
-                                               std::to_string(closable->kept) +
-                                               (closable->kept == 1 ? " entry" : " entries") +
-                                               " the API server cannot call: " + why);
+  if (!closed.kept_because.empty()) {
+    WarnRateLimited("failure-policy-kept", closed.kept_because);
   }
-  // An entry set back to Ignore after certctl closed it is a repair like any other: it waits
-  // while the damper holds the configuration.
-  std::vector<controller::TargetObject> due;
-  std::map<std::string, const controller::TargetObject*> overwritten;
-  for (const controller::TargetObject& target : targets) {
-    const std::string object = controller::TargetObjectName(target.kind, target.name);
-    if (!fights_.Overwritten(object, kFailurePolicyField, OpenEntries(target, *closable))) {
-      due.push_back(target);
-      continue;
-    }
-    if (fights_.Damps(object, OtherWriter(target.object, kFailurePolicyField))) {
-      closing.held_back = true;
-    } else {
-      due.push_back(target);
-      overwritten[object] = &target;
-    }
-  }
-  auto closed = controller::FailClosed(client_, due, &*closable);
-  if (!closed) {
-    WarnRateLimited("failure-policy", closed.error().message());
-    return closing;
-  }
-  const std::string secret_object =
-      controller::SecretObjectName(config_.pass.secret.ns, config_.pass.secret.name);
-  for (std::size_t i = 0; i < closed->patched.size(); ++i) {
-    const std::string& object = closed->patched[i];
+  for (const std::string& object : closed.patched) {
     metrics_.writes.Add({KindOf(object)});
-    fights_.Wrote(object, kFailurePolicyField, "");
-    log_(LogLevel::kInfo,
-         "ready: set failurePolicy Fail on the entries of " + object + " that had Ignore");
-    if (const auto fought = overwritten.find(object); fought != overwritten.end()) {
-      fights_.Note({object,
-                    {kFailurePolicyField},
-                    "FailurePolicyOverwritten",
-                    closed->patched_references[i],
-                    fought->second->object});
-    }
-    // Folded like every Event about a target: a fight is not told once per write.
-    RecordFoldedEvent(MakeEvent(
-        closed->patched_references[i], "FailurePolicySet",
-        "set failurePolicy Fail on the entries that had Ignore, as " + secret_object + " is ready",
-        config_.instance, clock_.Now()));
   }
-  return closing;
+  return {closed.held_back, closed.kept_because};
 }
 
 }  // namespace certctl::loop

@@ -75,6 +75,21 @@ class Fights {
   }
   // Counts a repair of another writer's change and, once the fight is contested, tells it.
   void Note(const Overwrite& overwrite);
+  // Fail on the entries of `targets` with Ignore that the API server can call, because the
+  // Secret `secret_object` they trust is ready (--failure-policy-once-ready, or the annotation
+  // certctl.io/failure-policy-once-ready): an entry set back to Ignore after certctl closed it
+  // is a repair like any other, held while its configuration is fought over. Each
+  // configuration written gets a FailurePolicySet Event through Telling::event.
+  struct Closing {
+    bool held_back = false;            // a configuration set back to Ignore waits
+    std::string kept_because;          // why entries keep Ignore; empty: none do
+    std::vector<std::string> patched;  // configurations written, "kind/name"
+    std::string failure;               // a read or write that failed, for the caller's log
+  };
+  Closing CloseFailurePolicies(kube::Client& client,
+                               const std::vector<controller::TargetObject>& targets,
+                               const std::string& secret_object);
+
   // The earliest moment a held repair may go (nullopt: none is held).
   std::optional<MonotonicTime> NextRelease() const {
     return damper_.NextRelease(clock_.Monotonic());
