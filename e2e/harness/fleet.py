@@ -16,6 +16,8 @@ CONTROLLER_RULES = [
     {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
      "verbs": ["get", "list", "watch", "patch", "update"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # For certctl.io/failure-policy-once-ready: whether a Service has a ready endpoint.
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
      "verbs": ["get", "create", "update"]},
 ]

@@ -17,6 +17,10 @@ constexpr milliseconds kWatchFirstBackoff{1000};
 constexpr milliseconds kWatchMaxBackoff{60000};
 constexpr milliseconds kHeartbeat{10000};
 constexpr milliseconds kAliveWithin{60000};
+// Entries kept at Ignore (no Service, no ready endpoint) are judged again after this, doubling
+// up to the longest while nothing changes; an event on the target or its Secret comes sooner.
+constexpr milliseconds kKeptFirstRecheck{5000};
+constexpr milliseconds kKeptMaxRecheck{300000};
 
 std::int64_t Millis(MonotonicTime time) {
   return std::chrono::duration_cast<milliseconds>(time.time_since_epoch()).count();
@@ -411,9 +415,14 @@ void Controller::Work(const std::string& secret) {
   if (result->pass) {
     // A rotation's next step, the end of a wait, a repair held back: due without an event.
     std::optional<MonotonicTime> due;
+    if (auto recheck = CloseFailurePolicies(requests, *result->pass); recheck) {
+      due = clock_.Monotonic() + *recheck;
+    }
     if (result->pass->next_step_at) {
-      due = clock_.Monotonic() +
-            std::chrono::ceil<milliseconds>(*result->pass->next_step_at - clock_.Now());
+      const MonotonicTime step =
+          clock_.Monotonic() +
+          std::chrono::ceil<milliseconds>(*result->pass->next_step_at - clock_.Now());
+      due = due ? std::min(*due, step) : step;
     }
     if (!result->pass->held_back.empty()) {
       std::optional<MonotonicTime> release;
@@ -559,6 +568,70 @@ void Controller::TellCallFindings(const std::string& secret, const std::vector<F
       }
     }
   }
+}
+
+std::optional<milliseconds> Controller::CloseFailurePolicies(const SecretRequests& requests,
+                                                             const loop::PassReport& pass) {
+  if (!pass.ready || !pass.injected) {
+    return std::nullopt;
+  }
+  std::set<std::string> uncallable;
+  for (const Finding& finding : pass.call_findings.value_or(std::vector<Finding>())) {
+    uncallable.insert(finding.object.substr(0, finding.object.find(' ')));
+  }
+  std::vector<controller::TargetObject> closing;
+  for (const controller::TargetObject& target : pass.targets) {
+    const std::string object = controller::TargetObjectName(target.kind, target.name);
+    const bool asks = std::any_of(
+        requests.injecting.begin(), requests.injecting.end(), [&](const InjectionRequest& r) {
+          return r.fail_once_ready && controller::TargetObjectName(r.kind, r.name) == object;
+        });
+    if (asks && !uncallable.contains(object)) {
+      closing.push_back(target);
+    }
+  }
+  if (closing.empty()) {
+    return std::nullopt;
+  }
+  loop::Fights::Closing closed;
+  {
+    const std::lock_guard lock(fights_mutex_);
+    closed = fights_.CloseFailurePolicies(
+        client_, closing,
+        controller::SecretObjectName(requests.secret.substr(0, requests.secret.find('/')),
+                                     requests.secret.substr(requests.secret.find('/') + 1)));
+  }
+  for (const std::string& object : closed.patched) {
+    metrics_.writes.Add({object.substr(0, object.find('/'))});
+  }
+  if (!closed.failure.empty()) {
+    WarnRateLimited("failure-policy " + requests.secret, closed.failure);
+  }
+  std::optional<milliseconds> recheck;
+  {
+    const std::lock_guard lock(told_mutex_);
+    if (closed.kept_because.empty()) {
+      kept_.erase(requests.secret);
+    } else {
+      auto& [because, wait] = kept_[requests.secret];
+      wait = because == closed.kept_because
+                 ? std::min(std::max(wait * 2, kKeptFirstRecheck), kKeptMaxRecheck)
+                 : kKeptFirstRecheck;
+      because = closed.kept_because;
+      recheck = wait;
+    }
+  }
+  if (!closed.kept_because.empty()) {
+    WarnRateLimited("failure-policy-kept " + requests.secret, closed.kept_because);
+  }
+  if (closed.held_back) {
+    const std::lock_guard lock(fights_mutex_);
+    if (auto release = fights_.NextRelease(); release) {
+      const milliseconds until = std::chrono::ceil<milliseconds>(*release - clock_.Monotonic());
+      recheck = recheck ? std::min(*recheck, until) : until;
+    }
+  }
+  return recheck;
 }
 
 void Controller::RecordEvent(kube::Json event) {

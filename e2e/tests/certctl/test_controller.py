@@ -270,3 +270,32 @@ def test_a_fighting_writer_on_one_target_is_damped_without_slowing_the_others(cl
     assert len(told) == 1, told
     assert 'field manager "fighter"' in told[0]["message"]
     assert told[0]["involvedObject"]["name"] == "fought"
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_fail_once_callable_sets_fail_only_where_the_api_server_can_call(cluster, controller):
+    def failing_closed(name, port):
+        configuration = annotated_configuration(name, f"{NS}/hook-tls")
+        configuration["metadata"]["annotations"]["certctl.io/failure-policy-once-ready"] = "Fail"
+        configuration["webhooks"][0]["failurePolicy"] = "Ignore"
+        configuration["webhooks"][0]["clientConfig"]["service"]["port"] = port
+        return configuration
+
+    # The Service has port 443 alone: an entry calling 8443 cannot be called.
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          failing_closed("callable", 443), failing_closed("uncallable", 8443))
+    process = controller()
+
+    def policy(name):
+        return cluster.api("GET", f"{VWC_PATH}/{name}").json()["webhooks"][0]["failurePolicy"]
+
+    wait_for(lambda: policy("callable") == "Fail", "Fail where the API server can call",
+             watch=[process])
+    wait_for(lambda: events(cluster, "FailurePolicySet"), "FailurePolicySet", watch=[process])
+    assert [e["involvedObject"]["name"] for e in events(cluster, "FailurePolicySet")] == \
+        ["callable"]
+    wait_for(lambda: "kept failurePolicy Ignore on 1 entry" in process.log(),
+             "the uncallable entry kept at Ignore, and said why", watch=[process])
+    assert policy("uncallable") == "Ignore"
+    assert "8443" in process.log()

@@ -109,6 +109,11 @@ class Controller {
   void TellProblems(const std::string& secret, const std::vector<Problem>& problems);
   void TellCallFindings(const std::string& secret, const std::vector<Finding>& findings,
                         const std::vector<controller::TargetObject>& targets);
+  // certctl.io/failure-policy-once-ready: Fail on the entries of the targets of `requests`
+  // that ask for it, once the pass found them ready and callable. When it is due again
+  // without an event (entries kept at Ignore, a repair held back): nullopt, not due.
+  std::optional<std::chrono::milliseconds> CloseFailurePolicies(const SecretRequests& requests,
+                                                                const loop::PassReport& pass);
   void RecordEvent(kube::Json event);
   void RecordDueEvents();
   void ElectionLoop();
@@ -146,6 +151,9 @@ class Controller {
   std::map<std::string, std::set<std::string>> told_;  // by Secret: problems, findings told
   std::map<std::string, std::set<std::string>> finding_targets_;  // by Secret: metric labels
   std::map<std::string, MonotonicTime> last_warning_;
+  // By Secret: why entries keep Ignore, and the wait before they are judged again (doubling
+  // while the reason stays the same), under told_mutex_.
+  std::map<std::string, std::pair<std::string, std::chrono::milliseconds>> kept_;
 
   std::atomic<std::int64_t> heartbeat_{0};
   std::vector<std::thread> threads_;
