@@ -24,6 +24,17 @@ def run_certctl(binary, *args, env=None, timeout=60, input=None):
                           timeout=timeout, input=input)
 
 
+# The annotations with which every pair certctl issues records its issuer (docs/secret.md).
+ISSUER_RECORD = ("certctl.io/issued-by", "certctl.io/issuer-started", "certctl.io/issued-with")
+
+
+def split_issuer_record(annotations):
+    """(the issuer record, every other annotation) of an object's annotations (None: none)."""
+    annotations = annotations or {}
+    return ({k: v for k, v in annotations.items() if k in ISSUER_RECORD},
+            {k: v for k, v in annotations.items() if k not in ISSUER_RECORD})
+
+
 def b64(data):
     if isinstance(data, str):
         data = data.encode()

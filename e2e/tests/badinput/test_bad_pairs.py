@@ -26,6 +26,7 @@ import pytest
 
 from harness.badpki import (Authority, ec_key, encrypted_legacy, encrypted_pkcs8, hashes,
                             key_pem, now, rsa_key, secret_data, service_names)
+from harness.certctl import split_issuer_record
 from harness.corpus import (NS, SECRET, SECRET_OBJ, findings, hook_target, key_of, one_line,
                             pem_data)
 
@@ -299,8 +300,11 @@ def test_job_reissues_a_bad_leaf_of_a_managed_secret(stage, pki, name):
         "a leaf re-issue changes no target"
     for field in ("type",):
         assert new[field] == old[field]
-    for field in ("labels", "annotations"):
-        assert new["metadata"].get(field) == old["metadata"].get(field), field
+    assert new["metadata"].get("labels") == old["metadata"].get("labels")
+    # Nothing but the record of who issued the new leaf.
+    record, others = split_issuer_record(new["metadata"].get("annotations"))
+    assert others == split_issuer_record(old["metadata"].get("annotations"))[1]
+    assert record["certctl.io/issued-by"].startswith("certctl job "), record
     assert sorted(new["data"]) == sorted(old["data"])
     for key in ("ca.crt", "ca.key"):
         assert new["data"][key] == old["data"][key], f"{key} changed"

@@ -29,7 +29,7 @@ import signal
 import pytest
 
 from harness.api_server import bundle_fingerprints, probe_for as backend_probe, served_serials
-from harness.certctl import run_certctl
+from harness.certctl import run_certctl, split_issuer_record
 from harness.naive_rotation import naive_rotation
 from harness.rbac import emulator_rules
 from harness.sidecar import Sidecar, WebhookServer, free_ports
@@ -211,9 +211,9 @@ def with_ca_crt(pem):
 
 def at_rest(cluster, ca, leaf):
     """The Secret as certctl keeps it at rest: `ca` alone in ca.crt, the same leaf, none of
-    certctl's annotations."""
+    certctl's annotations but the record of who issued the pair."""
     obj = secret(cluster)
-    notes = obj["metadata"].get("annotations") or {}
+    _, notes = split_issuer_record(obj["metadata"].get("annotations"))
     return (bundle_fingerprints(base64.b64decode(obj["data"]["ca.crt"]).decode()) == [ca]
             and obj["data"]["tls.crt"] == leaf
             and not any(key.startswith("certctl.io/") for key in notes))
