@@ -50,7 +50,6 @@ struct Problem {
   controller::ObjectReference about;
   std::string reason;  // the Event's reason: "SecretNotManaged", "InjectionSourceMissing", ...
   std::string message;
-  bool operator==(const Problem&) const = default;
 };
 
 struct SecretReconcile {
