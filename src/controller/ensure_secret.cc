@@ -361,8 +361,9 @@ Result<SecretOutcome> EnsureSecret(kube::Client& client, const SecretSpec& spec,
         plan->reason += "; " + repair;
       }
       // A later instance's pair under other settings, wanting only this instance's names, is
-      // left as it is: the objection is written once, and both report the conflict.
-      if (spec.issuer && IssuesPair(plan->action) &&
+      // left as it is: the objection is written once, and both report the conflict. What needs
+      // a repair is repaired by whoever finds it.
+      if (spec.issuer && IssuesPair(plan->action) && repair.empty() &&
           rotation->requested == RotationRequest::kNone && LacksOnlyNames(validation)) {
         if (auto issuer = RecordedIssuer(secret); issuer && YieldsTo(*spec.issuer, *issuer)) {
           outcome.conflict = YieldingConflict(*spec.issuer, *issuer);

@@ -220,6 +220,22 @@ TEST(EnsureSecretWithIssuers, WhatExpiresIsRenewedWhoeverIssuedIt) {
   EXPECT_EQ(Annotation(Stored(cluster.client), kObjectedByAnnotation), "");
 }
 
+TEST(EnsureSecretWithIssuers, WhatNeedsARepairIsRepairedByTheInstanceThatFindsIt) {
+  TwoInstances cluster;
+  MustEnsure(cluster.client, cluster.late_spec, cluster.clock);
+  MustEnsure(cluster.client, cluster.early_spec, cluster.clock);  // yields
+  // A stray rotation phase (a hand edit): the earlier instance repairs the Secret rather than
+  // leave it judged wrong, issuing for its own settings on the way.
+  Json tampered = Stored(cluster.client);
+  tampered["metadata"]["annotations"][kRotationPhaseAnnotation] = "trusting";
+  cluster.client.Put(kSecrets, tampered);
+  SecretOutcome early = MustEnsure(cluster.client, cluster.early_spec, cluster.clock);
+  EXPECT_EQ(early.action, SecretAction::kLeafReissued);
+  EXPECT_FALSE(early.conflict);
+  EXPECT_EQ(Annotation(Stored(cluster.client), kRotationPhaseAnnotation), "");
+  EXPECT_EQ(Annotation(Stored(cluster.client), kIssuedByAnnotation), "certctl run hook-a_1");
+}
+
 TEST(EnsureSecretWithIssuers, ARotationRequestMakesTheYieldingInstanceIssue) {
   TwoInstances cluster;
   MustEnsure(cluster.client, cluster.late_spec, cluster.clock);
