@@ -183,26 +183,37 @@ void Controller::WarnRateLimited(const std::string& key, const std::string& mess
 
 // --- watches ----------------------------------------------------------------------------
 
-void Controller::TellAnnotationLocked(const std::string& key,
+void Controller::NoteAnnotationLocked(const std::string& key,
                                       const controller::ObjectReference& about,
-                                      const std::optional<std::string>& problem) {
+                                      const std::optional<std::string>& problem,
+                                      std::vector<AnnotationProblem>& fresh) {
   if (!problem) {
     annotation_told_.erase(key);
     return;
   }
   if (auto told = annotation_told_.find(key);
-      told != annotation_told_.end() && told->second == *problem) {
+      told != annotation_told_.end() && told->second.message == *problem) {
     return;
   }
-  annotation_told_[key] = *problem;
-  metrics_.problems.Add({"AnnotationInvalid"});
-  log_(loop::LogLevel::kWarning, *problem + "; it is ignored");
-  RecordEvent(loop::MakeEvent(about, "AnnotationInvalid", *problem + "; it is ignored",
-                              config_.instance, clock_.Now(), loop::EventType::kWarning));
+  annotation_told_[key] = {about, *problem};
+  fresh.push_back({about, *problem});
+}
+
+void Controller::TellAnnotations(const std::vector<AnnotationProblem>& problems) {
+  for (const AnnotationProblem& problem : problems) {
+    metrics_.problems.Add({"AnnotationInvalid"});
+    log_(loop::LogLevel::kWarning, problem.message + "; it is ignored");
+    if (leading_) {
+      RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
+                                  problem.message + "; it is ignored", config_.instance,
+                                  clock_.Now(), loop::EventType::kWarning));
+    }
+  }
 }
 
 std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const kube::Json& object,
-                                                 bool deleted) {
+                                                 bool deleted,
+                                                 std::vector<AnnotationProblem>& fresh) {
   const std::string ns = MetadataField(object, "namespace");
   const std::string name = MetadataField(object, "name");
   if (name.empty()) {
@@ -214,7 +225,7 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
     if (!deleted) {
       reading = ReadCertificateRequest(object);
     }
-    TellAnnotationLocked("service/" + key, ReferenceTo(*spec.type, object), reading.problem);
+    NoteAnnotationLocked("service/" + key, ReferenceTo(*spec.type, object), reading.problem, fresh);
     std::optional<std::string> current;
     if (reading.request) {
       current = NamespacedKey(reading.request->ns, reading.request->secret);
@@ -240,7 +251,7 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
                         JoinWithCommas(config_.namespaces) + ")";
       reading.request.reset();
     }
-    TellAnnotationLocked(key, ReferenceTo(*spec.type, object), reading.problem);
+    NoteAnnotationLocked(key, ReferenceTo(*spec.type, object), reading.problem, fresh);
     std::optional<std::string> current;
     if (reading.request) {
       current = NamespacedKey(reading.request->secret_ns, reading.request->secret);
@@ -258,6 +269,7 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
 
 void Controller::Listed(const WatchSpec& spec, const std::vector<kube::Json>& items) {
   std::vector<std::string> changed;
+  std::vector<AnnotationProblem> fresh;
   {
     const std::lock_guard lock(index_mutex_);
     std::set<std::string> listed;
@@ -266,7 +278,7 @@ void Controller::Listed(const WatchSpec& spec, const std::vector<kube::Json>& it
       const std::string name = MetadataField(item, "name");
       listed.insert(spec.source == Source::kTargets ? controller::TargetObjectName(spec.kind, name)
                                                     : NamespacedKey(ns, name));
-      for (std::string& secret : IndexLocked(spec, item, false)) {
+      for (std::string& secret : IndexLocked(spec, item, false, fresh)) {
         changed.push_back(std::move(secret));
       }
     }
@@ -283,17 +295,20 @@ void Controller::Listed(const WatchSpec& spec, const std::vector<kube::Json>& it
     metrics_.secrets.Set({}, static_cast<double>(index_.Secrets().size()));
     metrics_.ready.Set({}, unlisted_.empty() ? 1 : 0);
   }
+  TellAnnotations(fresh);
   Enqueue(changed);
 }
 
 void Controller::Changed(const WatchSpec& spec, const kube::WatchEvent& event) {
   std::vector<std::string> changed;
+  std::vector<AnnotationProblem> fresh;
   {
     const std::lock_guard lock(index_mutex_);
-    changed = IndexLocked(spec, event.object, event.type == kube::WatchEventType::kDeleted);
+    changed = IndexLocked(spec, event.object, event.type == kube::WatchEventType::kDeleted, fresh);
     metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
     metrics_.annotated.Set({"target"}, static_cast<double>(index_.target_count()));
   }
+  TellAnnotations(fresh);
   Enqueue(changed);
 }
 
@@ -668,6 +683,19 @@ void Controller::ElectionAttempt() {
                                     ? "became the leader (" + config_.election->identity + ")"
                                     : "stopped leading; following " + elector_->observed_holder());
     if (now_leading) {
+      // What followers only logged is told by the leader.
+      std::vector<AnnotationProblem> standing;
+      {
+        const std::lock_guard lock(index_mutex_);
+        for (const auto& [key, problem] : annotation_told_) {
+          standing.push_back(problem);
+        }
+      }
+      for (const AnnotationProblem& problem : standing) {
+        RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
+                                    problem.message + "; it is ignored", config_.instance,
+                                    clock_.Now(), loop::EventType::kWarning));
+      }
       EnqueueAll();  // the index is whole (every replica watches): everything, once
     }
   }

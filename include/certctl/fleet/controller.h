@@ -89,6 +89,12 @@ class Controller {
     std::string what;  // "services in team-a", "validatingwebhookconfigurations"
   };
 
+  // An annotation that cannot be honoured, and the object it is on.
+  struct AnnotationProblem {
+    controller::ObjectReference about;
+    std::string message;
+  };
+
   std::vector<WatchSpec> Watches() const;
   void WatchLoop(const WatchSpec& spec);
   void Listed(const WatchSpec& spec, const std::vector<kube::Json>& items);
@@ -96,11 +102,15 @@ class Controller {
   // Puts one Service or target into the index (or takes it out); returns the Secrets to
   // reconcile. Needs index_mutex_.
   std::vector<std::string> IndexLocked(const WatchSpec& spec, const kube::Json& object,
-                                       bool deleted);
-  // Tells an annotation that cannot be honoured, once per object and message. Needs
-  // index_mutex_.
-  void TellAnnotationLocked(const std::string& key, const controller::ObjectReference& about,
-                            const std::optional<std::string>& problem);
+                                       bool deleted, std::vector<AnnotationProblem>& fresh);
+  // Remembers `problem` of the object `key` (none: it has none now); a new one is put into
+  // `fresh` for TellAnnotations once the lock is released. Needs index_mutex_.
+  void NoteAnnotationLocked(const std::string& key, const controller::ObjectReference& about,
+                            const std::optional<std::string>& problem,
+                            std::vector<AnnotationProblem>& fresh);
+  // Logs each and, on the leader, records its Warning Event (a new leader tells those still
+  // standing).
+  void TellAnnotations(const std::vector<AnnotationProblem>& problems);
   void Enqueue(const std::vector<std::string>& secrets);
   void EnqueueAll();
   void WorkerLoop();
@@ -137,7 +147,7 @@ class Controller {
 
   mutable std::mutex index_mutex_;
   AnnotationIndex index_;
-  std::map<std::string, std::string> annotation_told_;  // object key → problem told
+  std::map<std::string, AnnotationProblem> annotation_told_;  // by object key
   std::size_t watches_ = 0;
   std::set<std::string> unlisted_;  // watches that have not listed yet
 
