@@ -267,13 +267,13 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
   return index_.Named(key) ? std::vector<std::string>{key} : std::vector<std::string>{};
 }
 
-void Controller::Listed(const WatchSpec& spec, const std::vector<kube::Json>& items) {
+void Controller::ListedPage(const WatchSpec& spec, const kube::Json& page,
+                            std::set<std::string>& listed) {
   std::vector<std::string> changed;
   std::vector<AnnotationProblem> fresh;
   {
     const std::lock_guard lock(index_mutex_);
-    std::set<std::string> listed;
-    for (const kube::Json& item : items) {
+    for (const kube::Json& item : page) {
       const std::string ns = MetadataField(item, "namespace");
       const std::string name = MetadataField(item, "name");
       listed.insert(spec.source == Source::kTargets ? controller::TargetObjectName(spec.kind, name)
@@ -282,21 +282,27 @@ void Controller::Listed(const WatchSpec& spec, const std::vector<kube::Json>& it
         changed.push_back(std::move(secret));
       }
     }
-    std::vector<std::string> gone;
+  }
+  TellAnnotations(fresh);
+  Enqueue(changed);
+}
+
+void Controller::Listed(const WatchSpec& spec, const std::set<std::string>& listed) {
+  std::vector<std::string> gone;
+  {
+    const std::lock_guard lock(index_mutex_);
     if (spec.source == Source::kServices) {
       gone = index_.KeepServices(spec.ns, listed);
     } else if (spec.source == Source::kTargets) {
       gone = index_.KeepTargets(spec.kind, listed);
     }
-    changed.insert(changed.end(), gone.begin(), gone.end());
     unlisted_.erase(spec.what);
     metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
     metrics_.annotated.Set({"target"}, static_cast<double>(index_.target_count()));
     metrics_.secrets.Set({}, static_cast<double>(index_.Secrets().size()));
     metrics_.ready.Set({}, unlisted_.empty() ? 1 : 0);
   }
-  TellAnnotations(fresh);
-  Enqueue(changed);
+  Enqueue(gone);
 }
 
 void Controller::Changed(const WatchSpec& spec, const kube::WatchEvent& event) {
@@ -317,11 +323,16 @@ void Controller::WatchLoop(const WatchSpec& spec) {
   options.list = spec.list;
   options.server_timeout = config_.watch_timeout;
   kube::ListWatchHandlers handlers;
-  handlers.on_list = [&](const std::vector<kube::Json>& items, const std::string&) {
-    Listed(spec, items);
+  // A page at a time: 5,000 Services are never all in memory at once.
+  std::set<std::string> listed;
+  handlers.on_list_page = [&](kube::Json& page) { ListedPage(spec, page, listed); };
+  handlers.on_listed = [&](const std::string&) {
+    Listed(spec, listed);
+    listed.clear();
   };
   handlers.on_event = [&](const kube::WatchEvent& event) { Changed(spec, event); };
   handlers.on_retry = [&](const Error& error, milliseconds delay) {
+    listed.clear();  // a list that failed half-way starts again from its first page
     log_(loop::LogLevel::kDebug, "watch " + spec.what + ": " + error.message() + "; again in " +
                                      std::to_string(delay.count()) + "ms");
   };

@@ -65,7 +65,27 @@ Status ListWatch(Client& client, const ResourceType& type, std::string_view ns,
   Backoff backoff(options);
   std::string resource_version;  // empty: (re)list first
   while (!cancelled()) {
-    if (resource_version.empty()) {
+    if (resource_version.empty() && handlers.on_list_page) {
+      auto listed = client.ListPagesAt(type, ns, options.list, [&](Json& page) -> Status {
+        handlers.on_list_page(page);
+        return {};
+      });
+      if (!listed) {
+        if (!Retryable(listed.error())) {
+          return Fail(listed.error());
+        }
+        const auto delay = backoff.Next(listed.error());
+        if (handlers.on_retry) handlers.on_retry(listed.error(), delay);
+        SleepUnlessCancelled(delay, cancelled, clock);
+        continue;
+      }
+      if (listed->empty()) {
+        return Fail(ErrorCode::kBadResponse,
+                    "list " + std::string(type.resource) + ": the answer has no resourceVersion");
+      }
+      resource_version = std::move(*listed);
+      if (handlers.on_listed) handlers.on_listed(resource_version);
+    } else if (resource_version.empty()) {
       auto list = client.List(type, ns, options.list);
       if (!list) {
         if (!Retryable(list.error())) {

@@ -180,6 +180,16 @@ class RestClient final : public Client {
     return Paged(type, ns, options, 0, resource_version, on_page);
   }
 
+  Result<std::string> ListPagesAt(const ResourceType& type, std::string_view ns,
+                                  const ListOptions& options,
+                                  const std::function<Status(Json& items)>& on_page) override {
+    std::string resource_version;
+    if (auto listed = Paged(type, ns, options, 0, resource_version, on_page); !listed) {
+      return Fail(listed.error());
+    }
+    return resource_version;
+  }
+
   Result<Json> Create(const ResourceType& type, std::string_view ns, const Json& object) override {
     const std::string describe_as = Describe("create", type, ns, "");
     auto name = OptionalString(object, "/metadata/name", describe_as);

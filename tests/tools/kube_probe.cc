@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   std::string ns = "default";
   std::set<std::string> expected;
   int timeout_seconds = 30;
+  int page_size = 0;  // > 0: the list is taken a page at a time (on_list_page)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
       expected = Split(value);
     } else if (flag == "--timeout") {
       timeout_seconds = std::stoi(value);
+    } else if (flag == "--page-size") {
+      page_size = std::stoi(value);
     } else {
       std::cerr << "kube_probe: unknown flag " << flag << "\n";
       return 2;
@@ -96,6 +99,28 @@ int main(int argc, char** argv) {
     }
     std::cout << "LIST " << version << " " << names << std::endl;
   };
+  std::string paged_names;  // of the list being taken a page at a time
+  if (page_size > 0) {
+    handlers.on_list = nullptr;
+    handlers.on_list_page = [&](kube::Json& page) {
+      std::string names;
+      for (const kube::Json& item : page) {
+        names += (names.empty() ? "" : ",") + name_of(item);
+      }
+      if (paged_names.empty()) {
+        present.clear();
+      }
+      for (const kube::Json& item : page) {
+        present.insert(name_of(item));
+      }
+      paged_names += (paged_names.empty() || names.empty() ? "" : ",") + names;
+      std::cout << "PAGE " << page.size() << " " << names << std::endl;
+    };
+    handlers.on_listed = [&](const std::string& version) {
+      std::cout << "LIST " << version << " " << paged_names << std::endl;
+      paged_names.clear();
+    };
+  }
   handlers.on_event = [&](const kube::WatchEvent& event) {
     const std::string name = name_of(event.object);
     const char* type = event.type == kube::WatchEventType::kAdded      ? "ADDED"
@@ -118,6 +143,9 @@ int main(int argc, char** argv) {
   };
   kube::ListWatchOptions options;
   options.initial_backoff = std::chrono::milliseconds(100);
+  if (page_size > 0) {
+    options.list.page_size = page_size;
+  }
   const Status status = kube::ListWatch(
       **client, kube::kSecrets, ns, options, handlers,
       [&] { return done() || std::chrono::steady_clock::now() >= deadline; }, clock);

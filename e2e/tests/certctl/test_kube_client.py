@@ -23,9 +23,9 @@ def create_secret(cluster, name):
     cluster.kubectl("create", "secret", "generic", name, "-n", NS, "--from-literal=k=v")
 
 
-def start_probe(cluster, probe_binary, expect):
+def start_probe(cluster, probe_binary, expect, *flags):
     return subprocess.Popen([probe_binary, "--kubeconfig", cluster.kubeconfig(), "-n", NS,
-                             "--expect", ",".join(expect), "--timeout", "30"],
+                             "--expect", ",".join(expect), "--timeout", "30", *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -92,3 +92,27 @@ def test_watch_rides_out_unavailable_api(cluster, probe_binary):
     codes = [e["code"] for e in cluster.request_log()["requests"]
              if e["resource"] == "secrets" and e["verb"] == "list"]
     assert codes[:4] == [503, 503, 503, 200], codes
+
+
+@pytest.mark.backends("real")
+def test_a_long_list_is_handed_over_a_page_at_a_time(cluster, probe_binary):
+    """What certctl controller lists (every Service of a cluster) comes a page at a time,
+    never all at once, and the watch starts from the list's resourceVersion."""
+    names = [f"p{i}" for i in range(7)]
+    for name in names:
+        create_secret(cluster, name)
+    proc = start_probe(cluster, probe_binary, [*names, "after"], "--page-size", "3")
+    lines = []
+    try:
+        wait_for_line(proc, "LIST", lines)
+        create_secret(cluster, "after")
+        out, err = proc.communicate(timeout=20)
+        lines += out.split("\n")
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, (lines, err)
+    pages = [line for line in lines if line.startswith("PAGE ")]
+    assert all(int(page.split()[1]) <= 3 for page in pages), pages
+    listed = [line for line in lines if line.startswith("LIST ")][0].split()
+    assert set(names) <= set(listed[2].split(",")), listed
+    assert any(line.startswith("ADDED after") for line in lines), lines

@@ -97,7 +97,11 @@ class Controller {
 
   std::vector<WatchSpec> Watches() const;
   void WatchLoop(const WatchSpec& spec);
-  void Listed(const WatchSpec& spec, const std::vector<kube::Json>& items);
+  // A page of a (re)list: its objects go into the index, their keys into `listed`. Nothing of
+  // an object without certctl's annotations is kept.
+  void ListedPage(const WatchSpec& spec, const kube::Json& page, std::set<std::string>& listed);
+  // The list is whole: what it did not list is forgotten.
+  void Listed(const WatchSpec& spec, const std::set<std::string>& listed);
   void Changed(const WatchSpec& spec, const kube::WatchEvent& event);
   // Puts one Service or target into the index (or takes it out); returns the Secrets to
   // reconcile. Needs index_mutex_.

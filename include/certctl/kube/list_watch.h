@@ -22,6 +22,11 @@ struct ListWatchOptions {
 struct ListWatchHandlers {
   // The complete state after every (re)list; it replaces whatever the caller knew.
   std::function<void(const std::vector<Json>& items, const std::string& resource_version)> on_list;
+  // Instead of on_list, for a caller that keeps little of a long list: each page of a (re)list
+  // as it comes (never all of it at once), then on_listed once the list is whole. A list that
+  // fails half-way is listed again from its first page.
+  std::function<void(Json& page)> on_list_page;
+  std::function<void(const std::string& resource_version)> on_listed;
   // ADDED, MODIFIED and DELETED events (bookmarks only move the resume point).
   std::function<void(const WatchEvent& event)> on_event;
   // A watch ended and is resumed from `resource_version` (empty: a re-list follows).
