@@ -20,25 +20,6 @@ namespace {
 
 constexpr char kDefaultLeaseName[] = "certctl-controller";
 
-int UsageError(const std::string& command, const std::string& message) {
-  std::cerr << command << ": " << message << "\n";
-  return kExitUsage;
-}
-
-void Log(loop::LogLevel level, const std::string& message) {
-  switch (level) {
-    case loop::LogLevel::kDebug:
-      spdlog::debug("{}", message);
-      break;
-    case loop::LogLevel::kInfo:
-      spdlog::info("{}", message);
-      break;
-    case loop::LogLevel::kWarning:
-      spdlog::warn("{}", message);
-      break;
-  }
-}
-
 endpoints::Routes HealthRoutes(const fleet::Controller& controller) {
   endpoints::Routes routes;
   routes["/healthz"] = [&controller](const endpoints::Query&) {
@@ -160,7 +141,8 @@ int RunClusterController(const ControllerOptions& options, const std::string& co
         options.lease.lease_retry_period};
   }
 
-  fleet::Controller controller(*cluster->client, clock, std::move(config), controller_metrics, Log);
+  fleet::Controller controller(*cluster->client, clock, std::move(config), controller_metrics,
+                               LogToSpdlog);
   auto servers = StartEndpoints(options.endpoints, HealthRoutes(controller), registry);
   if (!servers) {
     return UsageError(command, servers.error().message());

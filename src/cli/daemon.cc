@@ -1,5 +1,7 @@
 #include "cli/daemon.h"
 
+#include <iostream>
+
 #include <spdlog/spdlog.h>
 
 #include "certctl/util/duration.h"
@@ -22,6 +24,25 @@ sigset_t ControlSignals() {
 }
 
 }  // namespace
+
+int UsageError(const std::string& command, const std::string& message) {
+  std::cerr << command << ": " << message << "\n";
+  return kExitUsage;
+}
+
+void LogToSpdlog(loop::LogLevel level, const std::string& message) {
+  switch (level) {
+    case loop::LogLevel::kDebug:
+      spdlog::debug("{}", message);
+      break;
+    case loop::LogLevel::kInfo:
+      spdlog::info("{}", message);
+      break;
+    case loop::LogLevel::kWarning:
+      spdlog::warn("{}", message);
+      break;
+  }
+}
 
 void AddLeaseFlags(CLI::App& command, LeaseFlags& flags, const std::string& leader_elect_help,
                    const std::string& default_name) {

@@ -16,10 +16,17 @@
 
 #include "certctl/endpoints/server.h"
 #include "certctl/leader/elector.h"
+#include "certctl/loop/log.h"
 #include "certctl/metrics/registry.h"
 #include "certctl/util/result.h"
 
 namespace certctl::cli {
+
+// A usage error of `command`: the message on stderr, exit 2.
+int UsageError(const std::string& command, const std::string& message);
+
+// The loop's log lines, through spdlog.
+void LogToSpdlog(loop::LogLevel level, const std::string& message);
 
 // After SIGTERM the process ends within this even if a request is still in flight.
 inline constexpr std::chrono::milliseconds kShutdownGrace{4500};

@@ -20,25 +20,6 @@
 namespace certctl::cli {
 namespace {
 
-int UsageError(const std::string& command, const std::string& message) {
-  std::cerr << command << ": " << message << "\n";
-  return kExitUsage;
-}
-
-void Log(loop::LogLevel level, const std::string& message) {
-  switch (level) {
-    case loop::LogLevel::kDebug:
-      spdlog::debug("{}", message);
-      break;
-    case loop::LogLevel::kInfo:
-      spdlog::info("{}", message);
-      break;
-    case loop::LogLevel::kWarning:
-      spdlog::warn("{}", message);
-      break;
-  }
-}
-
 // /readyz in the manner of kube-apiserver: `?exclude=NAME` (repeatable) leaves a check out,
 // `?verbose` lists every check. A startup probe excludes `serving`, which cannot pass before
 // the webhook container it gates has started.
@@ -202,7 +183,7 @@ int RunController(const RunOptions& options, const std::string& command, const E
                                              options.lease.lease_retry_period};
   }
 
-  loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, Log);
+  loop::Sidecar sidecar(*cluster->client, clock, std::move(config), sidecar_metrics, LogToSpdlog);
 
   auto servers = StartEndpoints(options.endpoints, HealthRoutes(sidecar), registry);
   if (!servers) {
