@@ -112,6 +112,15 @@ class Sidecar:
         assert status == 200, (status, body)
         return body, headers
 
+    def metric(self, name, labels=None):
+        """The sum of the samples named `name` on /metrics (only those whose labels are
+        exactly `labels`, when given); None when there is none."""
+        from prometheus_client.parser import text_string_to_metric_families
+        values = [sample.value for family in text_string_to_metric_families(self.metrics()[0])
+                  for sample in family.samples
+                  if sample.name == name and (labels is None or sample.labels == labels)]
+        return sum(values) if values else None
+
     def send(self, sig):
         self.proc.send_signal(sig)
 

@@ -10,7 +10,6 @@ import signal
 
 import pytest
 from cryptography import x509
-from prometheus_client.parser import text_string_to_metric_families
 
 from harness.certctl import run_certctl, webhook_configuration
 from harness.rbac import emulator_rules
@@ -62,21 +61,8 @@ def conflict_line(process):
     return status, (lines[0] if lines else None)
 
 
-def gauge(process, name, labels):
-    for family in text_string_to_metric_families(process.metrics()[0]):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == labels:
-                return sample.value
-    return None
-
-
 def passes(process):
-    total = 0.0
-    for family in text_string_to_metric_families(process.metrics()[0]):
-        for sample in family.samples:
-            if sample.name == "certctl_reconcile_total":
-                total += sample.value
-    return total
+    return process.metric("certctl_reconcile_total") or 0
 
 
 def secret_writes(cluster, user):
@@ -147,8 +133,8 @@ def test_each_writes_at_most_once_and_both_name_the_other(cluster, certctl_binar
     assert early_name in line and "key-type ecdsa-p256 (here: rsa-2048)" in line, line
 
     labels = {"secret": f"{NS}/{SECRET}"}
-    assert gauge(early, "certctl_conflicting_configuration", labels) == 1
-    assert gauge(late, "certctl_conflicting_configuration", labels) == 1
+    assert early.metric("certctl_conflicting_configuration", labels) == 1
+    assert late.metric("certctl_conflicting_configuration", labels) == 1
 
     # One Warning Event each, on the Secret, with its uid.
     uid = secret(cluster)["metadata"]["uid"]
@@ -185,7 +171,7 @@ def test_when_the_later_instance_stops_the_earlier_issues_for_itself(cluster, pa
     stored = annotations(cluster)
     assert "certctl.io/objected-by" not in stored
     assert "cluster-domain=cluster.local" in stored["certctl.io/issued-with"]
-    assert gauge(early, "certctl_conflicting_configuration", {"secret": f"{NS}/{SECRET}"}) == 0
+    assert early.metric("certctl_conflicting_configuration", {"secret": f"{NS}/{SECRET}"}) == 0
     assert early.readyz()[0] == 200
 
 

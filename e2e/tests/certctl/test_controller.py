@@ -10,7 +10,6 @@ import threading
 
 import pytest
 from cryptography import x509
-from prometheus_client.parser import text_string_to_metric_families
 
 from harness.certctl import service_with_endpoints, webhook_configuration
 from harness.fleet import CONTROLLER_RULES, ClusterController
@@ -41,6 +40,17 @@ def annotated_configuration(name, source, service="hook"):
     return configuration
 
 
+BYSTANDER = {"apiVersion": "v1", "kind": "Secret",
+             "metadata": {"name": "bystander", "namespace": NS},
+             "stringData": {"password": "nobody asked"}}
+
+
+def apply_hook(cluster, *more):
+    """The Service `hook` asking for hook-tls, the configuration `policy` injecting from it."""
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"), *more)
+
+
 def secret(cluster, name, namespace=NS):
     result = cluster.kubectl("get", "secret", "-n", namespace, name, "-o", "json", check=False)
     return json.loads(result.stdout) if result.returncode == 0 else None
@@ -57,12 +67,7 @@ def events(cluster, reason, namespace="default"):
 
 
 def reconciles(process):
-    total = 0.0
-    for family in text_string_to_metric_families(process.metrics()[0]):
-        for sample in family.samples:
-            if sample.name == "certctl_controller_reconcile_total":
-                total += sample.value
-    return total
+    return process.metric("certctl_controller_reconcile_total") or 0
 
 
 def controller_requests(cluster):
@@ -91,10 +96,7 @@ def controller(cluster, certctl_binary, tmp_path):
 @pytest.mark.backends("real")
 @pytest.mark.time_limit(60)
 def test_an_annotated_service_and_configuration_are_served_then_left_alone(cluster, controller):
-    apply(cluster, *annotated_service("hook", "hook-tls"),
-          annotated_configuration("policy", f"{NS}/hook-tls"),
-          {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bystander", "namespace": NS},
-           "stringData": {"password": "nobody asked"}})
+    apply_hook(cluster, BYSTANDER)
     cluster.reset_request_log()
     process = controller()
     wait_for(lambda: secret(cluster, "hook-tls") and ca_bundle(cluster, "policy") ==
@@ -125,10 +127,7 @@ def test_an_annotated_service_and_configuration_are_served_then_left_alone(clust
 @pytest.mark.backends("real")
 @pytest.mark.time_limit(60)
 def test_a_secret_no_annotation_names_is_never_read(cluster, controller):
-    apply(cluster, *annotated_service("hook", "hook-tls"),
-          annotated_configuration("policy", f"{NS}/hook-tls"),
-          {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bystander", "namespace": NS},
-           "stringData": {"password": "nobody asked"}})
+    apply_hook(cluster, BYSTANDER)
     cluster.reset_request_log()
     process = controller()
     wait_for(lambda: ca_bundle(cluster, "policy"), "the CA injected", watch=[process])
@@ -146,8 +145,7 @@ def test_a_secret_no_annotation_names_is_never_read(cluster, controller):
 @pytest.mark.backends("real")
 @pytest.mark.time_limit(60)
 def test_a_wiped_ca_bundle_is_repaired_at_once(cluster, controller):
-    apply(cluster, *annotated_service("hook", "hook-tls"),
-          annotated_configuration("policy", f"{NS}/hook-tls"))
+    apply_hook(cluster)
     process = controller()
     wait_for(lambda: ca_bundle(cluster, "policy"), "the CA injected", watch=[process])
     injected = ca_bundle(cluster, "policy")
@@ -216,10 +214,7 @@ def test_a_name_the_certificate_lacks_is_a_warning_on_the_target_and_the_control
     assert "other.team-a.svc" in event["message"]
     labels = {"target": "validatingwebhookconfiguration/elsewhere",
               "code": "target-name-not-covered"}
-    found = [s.value for f in text_string_to_metric_families(process.metrics()[0])
-             for s in f.samples
-             if s.name == "certctl_controller_target_call_findings" and s.labels == labels]
-    assert found == [1.0], found
+    assert process.metric("certctl_controller_target_call_findings", labels) == 1
     assert process.readyz()[0] == 200
 
 
