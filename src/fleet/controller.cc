@@ -488,7 +488,7 @@ void Controller::Tell(const SecretReconcile& result) {
       const std::lock_guard lock(fights_mutex_);
       fights_.NoteRepairs(pass, ns, name);
     }
-    for (kube::Json& event : loop::WriteEvents(pass, ns, name, config_.instance, clock_.Now())) {
+    for (kube::Json& event : loop::WriteEvents(pass, ns, name, config_.instance, clock_)) {
       RecordEvent(std::move(event));
     }
     if (pass.call_findings) {

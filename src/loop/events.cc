@@ -89,14 +89,14 @@ Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, E
 
 std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string& ns,
                                     const std::string& name, const std::string& instance,
-                                    TimePoint now) {
+                                    const Clock& clock) {
   const std::string secret_object = controller::SecretObjectName(ns, name);
   std::vector<kube::Json> events;
   for (const SecretChange& change : report.secret_changes) {
     const controller::ObjectReference secret_reference{"v1", "Secret", ns, name, change.uid};
     const std::string why = change.reason.empty() ? "" : ": " + change.reason;
     const auto about_secret = [&](std::string_view reason, const std::string& message) {
-      events.push_back(MakeEvent(secret_reference, reason, message, instance, now));
+      events.push_back(MakeEvent(secret_reference, reason, message, instance, clock.Now()));
     };
     switch (change.action) {
       case controller::SecretAction::kNone:
@@ -132,7 +132,8 @@ std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string&
   }
   for (const controller::ObjectReference& target : report.patched_references) {
     events.push_back(MakeEvent(target, "CABundleInjected",
-                               "injected the CA bundle of " + secret_object, instance, now));
+                               "injected the CA bundle of " + secret_object, instance,
+                               clock.Now()));
   }
   return events;
 }

@@ -33,10 +33,12 @@ Status RecordEvent(kube::Client& client, const kube::Json& event);
 
 // The Events that tell what a leader's pass wrote: one about the Secret `ns`/`name` per write
 // to it (Created, LeafReissued, the rotation's steps...), one CABundleInjected per target
-// patched. For an EventSeries to fold, as every Event certctl records.
+// patched. For an EventSeries to fold, as every Event certctl records. Each reads the clock
+// itself: an Event is named after its object and time, and a validating and a mutating
+// configuration often share a name.
 std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string& ns,
                                     const std::string& name, const std::string& instance,
-                                    TimePoint now);
+                                    const Clock& clock);
 
 // Writes what an EventSeries decided: creates the Event, or patches its count, message and
 // lastTimestamp. An Event gone meanwhile (deleted, or past the API server's time to live), or
