@@ -78,8 +78,7 @@ void Sidecar::RecordWrites(const PassReport& report) {
   const auto& secret = config_.pass.secret;
   // Folded like the targets' Events: a fight over tls.crt re-issues the leaf at every
   // repair, which is one LeafReissued series, not an Event a repair.
-  for (kube::Json& event :
-       WriteEvents(report, secret.ns, secret.name, config_.instance, clock_)) {
+  for (kube::Json& event : WriteEvents(report, secret.ns, secret.name, config_.instance, clock_)) {
     RecordFoldedEvent(std::move(event));
   }
 }
