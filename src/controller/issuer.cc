@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "certctl/controller/rotation.h"
 #include "certctl/util/duration.h"
 #include "certctl/util/finding.h"
 #include "certctl/util/text.h"
@@ -18,22 +19,8 @@ constexpr std::string_view kRunPrefix = "certctl run ";
 // The annotation's string value; nothing when absent, null or not a string (an annotation
 // this module does not understand is no record).
 std::optional<std::string> Annotation(const Json& secret, const char* key) {
-  const Json* annotations = nullptr;
-  if (const auto metadata = secret.find("metadata");
-      metadata != secret.end() && metadata->is_object()) {
-    if (const auto found = metadata->find("annotations");
-        found != metadata->end() && found->is_object()) {
-      annotations = &*found;
-    }
-  }
-  if (annotations == nullptr) {
-    return std::nullopt;
-  }
-  const auto value = annotations->find(key);
-  if (value == annotations->end() || !value->is_string()) {
-    return std::nullopt;
-  }
-  return value->get<std::string>();
+  auto value = SecretAnnotation(secret, "secret", key);
+  return value ? *value : std::nullopt;
 }
 
 Json& Annotations(Json& secret) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "certctl/controller/rotation.h"
 #include "certctl/controller/targets.h"
 #include "certctl/kube/names.h"
 #include "certctl/pki/names.h"
@@ -24,22 +25,11 @@ struct Annotation {
 };
 
 Annotation ReadAnnotation(const Json& object, const std::string& described, const char* key) {
-  const Json* metadata = Metadata(object);
-  if (metadata == nullptr) {
-    return {};
+  auto value = controller::SecretAnnotation(object, described, key);
+  if (!value) {
+    return {std::nullopt, value.error().message()};
   }
-  const auto annotations = metadata->find("annotations");
-  if (annotations == metadata->end() || !annotations->is_object()) {
-    return {};
-  }
-  const auto found = annotations->find(key);
-  if (found == annotations->end() || found->is_null()) {
-    return {};
-  }
-  if (!found->is_string()) {
-    return {std::nullopt, described + ": annotation " + key + " is not a string"};
-  }
-  return {found->get<std::string>(), std::nullopt};
+  return {std::move(*value), std::nullopt};
 }
 
 std::string Trimmed(std::string_view text) {
