@@ -12,10 +12,14 @@ SCOPES = {
     "namespace": "Role in the Secret's namespace",
     "default": "Role in the namespace `default`",
     "cluster": "ClusterRole",
+    "watched": "ClusterRole, or a RoleBinding per namespace of `controller.namespaces`",
+    "release": "Role in the release namespace",
 }
 MODES = {
     "job": "`certctl job`: the Helm hook Jobs (chart `mode: job`)",
     "sidecar": "`certctl run`: the sidecar controller (chart `mode: sidecar`, the default)",
+    "controller": "`certctl controller`: every annotated webhook of the cluster (chart "
+                  "`mode: controller`)",
 }
 
 

@@ -1,26 +1,12 @@
 """`certctl controller` run locally for tests, as its Deployment would run it: in-cluster
-configuration as a ServiceAccount granted SPEC 9b's rules, its own health and metrics ports,
-stderr in a file. The rest of the process handling is the sidecar's (harness/sidecar.py)."""
+configuration as a ServiceAccount granted what the chart grants it, its own health and
+metrics ports, stderr in a file. The rest of the process handling is the sidecar's (harness/sidecar.py)."""
+from .rbac import controller_rules
 from .sidecar import Sidecar
 
-# What the controller may do (SPEC 9b), cluster-wide.
-CONTROLLER_RULES = [
-    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["secrets"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch"]},
-    {"apiGroups": ["admissionregistration.k8s.io"],
-     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
-     "verbs": ["get", "list", "watch", "patch", "update"]},
-    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "verbs": ["get", "list", "watch", "patch", "update"]},
-    {"apiGroups": ["apiregistration.k8s.io"], "resources": ["apiservices"],
-     "verbs": ["get", "list", "watch", "patch", "update"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-    # For certctl.io/failure-policy-once-ready: whether a Service has a ready endpoint.
-    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-     "verbs": ["get", "create", "update"]},
-]
+# What the chart grants the controller (mode controller of its permission table), released
+# in certctl-system and watching every namespace.
+CONTROLLER_RULES = controller_rules("certctl-system")
 
 __all__ = ["CONTROLLER_RULES", "ClusterController"]
 

@@ -150,6 +150,34 @@ def emulator_rules(mode, secret_name, namespace, targets, sidecar=None, top=None
             for grant in grants(mode, secret_name, targets, sidecar, top)]
 
 
+def controller_rules(release_namespace, watched=(), lease_name=None):
+    """The emulator policy rules (cluster.add_user) that the chart's RBAC amounts to in mode
+    controller, released in `release_namespace` and watching the namespaces `watched` (none:
+    every namespace), with the Lease `lease_name` (default: the chart's)."""
+    with open(os.path.join(CHART, "values.yaml"), encoding="utf-8") as f:
+        values = yaml.safe_load(f)
+    if lease_name:
+        values["controller"]["leaseName"] = lease_name
+    out = []
+    for rule in table_rules("controller"):
+        policy = {"apiGroups": list(rule["apiGroups"]), "resources": list(rule["resources"]),
+                  "verbs": sorted(rule["verbs"])}
+        if rule.get("resourceNames"):
+            policy["resourceNames"] = [value_at(values, rule["resourceNames"])]
+        scope = rule["scope"]
+        if scope == "release":
+            policy["namespaces"] = [release_namespace]
+        elif scope == "watched" and watched:
+            policy["namespaces"] = list(watched)
+        elif scope == "default":
+            # Rendered only when the watched namespaces leave default out.
+            if not watched or DEFAULT_NAMESPACE in watched:
+                continue
+            policy["namespaces"] = [DEFAULT_NAMESPACE]
+        out.append(policy)
+    return out
+
+
 def request_name(entry):
     """The object name a request of the emulator's log (cluster.request_log()) was
     authorized for: its own name, or for a list or watch without one, the name that

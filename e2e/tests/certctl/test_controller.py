@@ -91,6 +91,10 @@ def controller(cluster, certctl_binary, tmp_path):
 
     yield start
     stop_all(started)
+    # Every request the controller made was granted by the chart's table (CONTROLLER_RULES).
+    refused = [(r["verb"], r["resource"], r["name"]) for r in controller_requests(cluster)
+               if r["code"] == 403]
+    assert refused == [], refused
 
 
 @pytest.mark.backends("real")

@@ -36,7 +36,8 @@ from harness.certctl import (api_service, crd, run_certctl, service_with_endpoin
 from harness.helm import CERTCTL_IMAGE, REPO, find_helm, helm_env
 from harness.kubelet import ContainerProcess, free_ports
 from harness.kustomize import kustomize
-from harness.rbac import CHART, SCOPES, grants, policy_rules, request_name, table_rules
+from harness.rbac import (CHART, SCOPES, controller_rules, grants, policy_rules, request_name,
+                          table_rules)
 from kubeemu.auth import rule_allows
 
 MODE = "job"
@@ -851,6 +852,87 @@ def test_chart_renders_the_table(tmp_path, targets, fail_closed):
     expected = policy_rules(MODE, "hook-tls", targets, top=top)
     assert one(objects, "Role")["rules"] == expected["namespace"]
     assert one(objects, "ClusterRole")["rules"] == expected["cluster"]
+
+
+# SPEC 9b's grant for `certctl controller`, as (resource, verb); the controller needs less
+# (no patch of Secrets, no update of targets) and two things more: EndpointSlices list for
+# certctl.io/failure-policy-once-ready, as SPEC 12 grants `run`, and events patch for a repeat.
+CONTROLLER_SPEC = ({("services", v) for v in ("get", "list", "watch")}
+                   | {("secrets", v) for v in ("get", "list", "watch", "create", "update",
+                                               "patch")}
+                   | {(kind, v) for kind in ("validatingwebhookconfigurations",
+                                             "mutatingwebhookconfigurations",
+                                             "customresourcedefinitions", "apiservices")
+                      for v in ("get", "list", "watch", "patch", "update")}
+                   | {("events", "create"), ("leases", "get"), ("leases", "create"),
+                      ("leases", "update")})
+CONTROLLER_BEYOND_SPEC = {("endpointslices", "list"), ("events", "patch")}
+
+
+def test_controller_rules_are_spec_9b_and_nothing_wider():
+    rules = table_rules("controller")
+    assert len({rule["name"] for rule in rules}) == len(rules), "rule names are unique"
+    granted = set()
+    for rule in rules:
+        assert rule["scope"] in ("watched", "release", "default", "cluster"), rule
+        assert rule["why"].strip(), rule["name"]
+        assert rule["verbs"] and all(reason.strip() for reason in rule["verbs"].values()), \
+            f"{rule['name']}: every verb says why it is needed"
+        for field in ("apiGroups", "resources"):
+            assert rule[field] and "*" not in rule[field], rule
+        assert not set(rule["verbs"]) & {"*", "delete", "deletecollection"}, rule
+        granted |= {(resource, verb) for resource in rule["resources"] for verb in rule["verbs"]}
+    assert granted - CONTROLLER_SPEC == CONTROLLER_BEYOND_SPEC, granted - CONTROLLER_SPEC
+    # The Lease is the controller's own: named, in the release namespace.
+    (lease,) = [r for r in rules if r["resources"] == ["leases"] and "get" in r["verbs"]]
+    assert lease["scope"] == "release" and lease["resourceNames"] == "controller.leaseName"
+
+
+def rules_of(objects, kind, name=None, namespace=None):
+    found = [obj for obj in objects if obj["kind"] == kind
+             and (name is None or obj["metadata"]["name"] == name)
+             and (namespace is None or obj["metadata"].get("namespace") == namespace)]
+    assert len(found) == 1, f"expected one {kind} {name or ''} in {namespace or 'the cluster'}"
+    return found[0]["rules"]
+
+
+def test_chart_renders_the_controller_table_cluster_wide(tmp_path):
+    objects = helm_template(tmp_path, {"mode": "controller"})
+    expected = controller_rules("certctl-system")
+    release = [rule for rule in expected if rule.pop("namespaces", None)]
+
+    def unordered(rules):
+        return sorted(json.dumps(rule, sort_keys=True) for rule in rules)
+
+    # The ClusterRole holds the target rules, then the watched ones.
+    assert unordered(rules_of(objects, "ClusterRole")) == unordered(
+        rule for rule in expected if rule not in release)
+    assert rules_of(objects, "Role", namespace="certctl-system") == release
+    assert {obj["kind"] for obj in objects} >= {"Deployment", "PodDisruptionBudget",
+                                                 "ServiceAccount", "ClusterRoleBinding",
+                                                 "RoleBinding"}
+
+
+def test_chart_renders_the_controller_table_per_namespace(tmp_path):
+    objects = helm_template(tmp_path, {"mode": "controller",
+                                       "controller": {"namespaces": ["team-a", "team-b"]}})
+    expected = controller_rules("certctl-system", watched=["team-a", "team-b"])
+    by_namespaces = {}
+    for rule in expected:
+        by_namespaces.setdefault(tuple(rule.pop("namespaces", ())), []).append(rule)
+    cluster_rules = rules_of(objects, "ClusterRole", name="hook-certctl-certctl-system")
+    watched_rules = rules_of(objects, "ClusterRole", name="hook-certctl-certctl-system-watched")
+    assert cluster_rules == by_namespaces[()]
+    assert watched_rules == by_namespaces[("team-a", "team-b")]
+    assert rules_of(objects, "Role", namespace="default") == by_namespaces[("default",)]
+    assert rules_of(objects, "Role", namespace="certctl-system") == \
+        by_namespaces[("certctl-system",)]
+    bound = {(obj["metadata"]["namespace"], obj["roleRef"]["name"]) for obj in objects
+             if obj["kind"] == "RoleBinding"}
+    assert {("team-a", "hook-certctl-certctl-system-watched"),
+            ("team-b", "hook-certctl-certctl-system-watched")} <= bound, bound
+    args = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[:5] == ["controller", "--namespace", "team-a", "--namespace", "team-b"], args
 
 
 def test_kustomize_example_grants_what_the_table_says_for_its_job():

@@ -254,7 +254,8 @@ skipped, except that the Lease's order is checked with the defaults in its place
       "sidecar.resync" .Values.sidecar.resync
       "sidecar.leaseDuration" .Values.sidecar.leaseDuration
       "sidecar.leaseRenewDeadline" .Values.sidecar.leaseRenewDeadline
-      "sidecar.leaseRetryPeriod" .Values.sidecar.leaseRetryPeriod -}}
+      "sidecar.leaseRetryPeriod" .Values.sidecar.leaseRetryPeriod
+      "controller.resync" .Values.controller.resync -}}
 {{- $seconds := dict -}}
 {{- $problems := list -}}
 {{- range $path, $value := $durations -}}
@@ -266,7 +267,7 @@ skipped, except that the Lease's order is checked with the defaults in its place
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- range $path := list "sidecar.resync" "sidecar.leaseDuration" "sidecar.leaseRenewDeadline" "sidecar.leaseRetryPeriod" -}}
+{{- range $path := list "sidecar.resync" "controller.resync" "sidecar.leaseDuration" "sidecar.leaseRenewDeadline" "sidecar.leaseRetryPeriod" -}}
 {{- if and (hasKey $seconds $path) (eq (index $seconds $path) 0) -}}
 {{- $problems = append $problems (printf "certctl: %s is %s; it must be longer than zero" $path (index $durations $path)) -}}
 {{- end -}}
@@ -305,10 +306,20 @@ is none. templates/validate.yaml turns it into a failure.
 {{- $deployment := and $sidecar $s.createDeployment -}}
 {{- $durationProblem := include "certctl.durationProblem" . -}}
 {{- $monitoringProblem := include "certctl.monitoringProblem" . -}}
-{{- if not (has .Values.mode (list "sidecar" "job")) -}}
-certctl: unknown mode {{ .Values.mode | quote }}; use mode: sidecar or mode: job
+{{- $controller := eq .Values.mode "controller" -}}
+{{- $c := .Values.controller -}}
+{{- if not (has .Values.mode (list "sidecar" "job" "controller")) -}}
+certctl: unknown mode {{ .Values.mode | quote }}; use mode: sidecar, mode: job or mode: controller
 {{- else if not .Values.image.repository -}}
 certctl: image.repository is required: no public certctl image exists yet. Build and push one (scripts/release.sh, then scripts/publish.sh) and install the chart it published, or give this one --set image.repository=REGISTRY/certctl,image.tag=VERSION; to try certctl on this machine without a registry, see docs/try-the-chart.md
+{{- else if and $controller (eq (int $c.healthPort) (int $c.metricsPort)) -}}
+certctl: controller.healthPort and controller.metricsPort are both {{ $c.healthPort }}; give them different ports (each has its own named container port)
+{{- else if and $controller (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
+certctl: serviceAccount.name is required when serviceAccount.create is false (an existing ServiceAccount for the controller's pods)
+{{- else if and $controller (or $durationProblem $monitoringProblem) -}}
+{{- default $monitoringProblem $durationProblem -}}
+{{- else if $controller -}}
+{{- /* The annotations name the Services, Secrets and targets: nothing more to check. */ -}}
 {{- else if not .Values.webhook.service -}}
 certctl: webhook.service is required: the name of the webhook's Service, whose DNS names the server certificate covers (--set webhook.service=NAME)
 {{- else if not (or $t.validatingWebhooks $t.mutatingWebhooks $t.crds $t.apiServices $t.webhookSelector) -}}

@@ -6,7 +6,9 @@ PodDisruptionBudget and the NetworkPolicy of the webhook's pods.
 
 {{/* Labels of the pods to scrape: monitoring.podSelector, else the chart's Deployment's. */}}
 {{- define "certctl.metricsPodSelector" -}}
-{{- if .Values.monitoring.podSelector -}}
+{{- if eq .Values.mode "controller" -}}
+{{- include "certctl.controllerSelectorLabels" . -}}
+{{- else if .Values.monitoring.podSelector -}}
 {{- toYaml .Values.monitoring.podSelector -}}
 {{- else -}}
 {{- include "certctl.webhookSelectorLabels" . -}}
@@ -15,7 +17,8 @@ PodDisruptionBudget and the NetworkPolicy of the webhook's pods.
 
 {{/* Namespace of the PodMonitor, ServiceMonitor and PrometheusRule. */}}
 {{- define "certctl.monitoringNamespace" -}}
-{{- default (include "certctl.webhookNamespace" .) .Values.monitoring.namespace -}}
+{{- $own := ternary .Release.Namespace (include "certctl.webhookNamespace" .) (eq .Values.mode "controller") -}}
+{{- default $own .Values.monitoring.namespace -}}
 {{- end -}}
 
 {{/* Labels of the PodMonitor, ServiceMonitor and PrometheusRule. */}}
@@ -164,13 +167,21 @@ message naming the value; empty when there is none. Part of certctl.problem.
 {{- if not (has $name $names) }}{{ $unknownAlerts = append $unknownAlerts $name }}{{ end -}}
 {{- end -}}
 {{- $renewBefore := include "certctl.durationSeconds" (default "30d" .Values.certificate.renewBefore) | atoi -}}
-{{- if and (not $sidecar) $requested -}}
+{{- $controller := eq .Values.mode "controller" -}}
+{{- $notForController := list -}}
+{{- if $m.serviceMonitor.enabled }}{{ $notForController = append $notForController "monitoring.serviceMonitor.enabled" }}{{ end -}}
+{{- if $m.prometheusRule.enabled }}{{ $notForController = append $notForController "monitoring.prometheusRule.enabled" }}{{ end -}}
+{{- if and $controller $notForController -}}
+certctl: {{ first $notForController }} needs mode sidecar: in mode controller use monitoring.podMonitor (its alerts are about one Secret's certctl run; the controller's metrics are certctl_controller_*, see docs/metrics.md)
+{{- else if and $controller $m.podSelector -}}
+certctl: monitoring.podSelector is for mode sidecar with your own Deployment; in mode controller the PodMonitor selects the controller's pods
+{{- else if and (not $sidecar) (not $controller) $requested -}}
 certctl: {{ first $requested }} needs mode sidecar: in mode job certctl runs only as hook Jobs, which serve no metrics to scrape or alert on
 {{- else if and (not $sidecar) (or $pdbRequested $np.enabled) -}}
 certctl: {{ ternary "sidecar.podDisruptionBudget.enabled" "sidecar.networkPolicy.enabled" $pdbRequested }} needs mode sidecar: in mode job the chart renders no pods to protect
 {{- else if eq (len $monitors) 2 -}}
 certctl: monitoring.podMonitor.enabled and monitoring.serviceMonitor.enabled are both true; enable one of them, or Prometheus scrapes every pod twice
-{{- else if and $scraped (not $s.createDeployment) (not $m.podSelector) -}}
+{{- else if and $sidecar $scraped (not $s.createDeployment) (not $m.podSelector) -}}
 certctl: {{ first $monitors }} with sidecar.createDeployment false needs monitoring.podSelector: the labels of your Deployment's pods, which run the certctl sidecar
 {{- else if and $scraped (eq $interval 0) -}}
 certctl: monitoring.interval is {{ $m.interval }}; it must be longer than zero
