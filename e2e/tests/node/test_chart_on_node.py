@@ -14,7 +14,10 @@ docs give a new user), kube-apiserver making every admission call:
   caBundle and names it;
 - `helm uninstall`: the release's objects gone, the Secret and the caBundle left;
 - mode job: the hooks run as Jobs, the webhook's own Deployment mounts the Secret, and the
-  time from `helm install` to the first admitted call is measured (docs/try-the-chart.md).
+  time from `helm install` to the first admitted call is measured (docs/try-the-chart.md);
+- mode controller: the same Deployment, Service and configuration served by annotations
+  alone, with no request of the controller refused, then a CA rotation of the Secret it
+  issued with calls flowing, none failing.
 
 The tests share one node and run in order; each leaves the release as the next expects.
 """
@@ -50,7 +53,9 @@ ACCOUNT = f"system:serviceaccount:{NS}:{RELEASE}-certctl"  # the chart's Service
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory):
-    with NodeCluster(tmp_path_factory.mktemp("node") / "k") as started:
+    # A Secret volume follows its Secret at the kubelet's next sync of the pod: 15 s instead
+    # of the kubelet's 1 min bounds how long the rotation test waits for the new leaf.
+    with NodeCluster(tmp_path_factory.mktemp("node") / "k", kubelet_sync="15s") as started:
         started.kubectl("create", "namespace", CHECKED)
         started.kubectl("label", "namespace", CHECKED, "example.certctl.io/checked=true")
         yield started
@@ -374,7 +379,7 @@ def test_uninstall_leaves_the_secret_and_the_ca_bundle(node, sidecar, helm_home)
 
 @pytest.mark.time_limit(900)
 def test_job_mode_hooks_run_as_jobs(node, helm_home):
-    """Last: it removes the sidecar release and installs the example in mode job."""
+    """It removes the sidecar release and installs the example in mode job."""
     subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
                    capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
                    timeout=300, check=True)
@@ -414,3 +419,65 @@ def test_job_mode_hooks_run_as_jobs(node, helm_home):
 
 def webhook_pods_of_job_mode(node):
     return node.get("pods", "-n", NS, "-l", "app.kubernetes.io/name=example-webhook")["items"]
+
+
+CONTROLLER_NS = "certctl-system"
+CONTROLLER_ACCOUNT = f"system:serviceaccount:{CONTROLLER_NS}:certctl"
+
+
+@pytest.mark.time_limit(900)
+def test_controller_mode_serves_the_example_by_annotations_alone(node, helm_home):
+    """Last: it removes the job release and installs the chart in mode controller beside the
+    example's own Deployment, Service and configuration, which then ask by annotations
+    alone; a CA rotation of the issued Secret follows with calls flowing."""
+    subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
+                   capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
+                   timeout=300, check=True)
+    node.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
+    node.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
+    node.kubectl("apply", "-f", os.path.join(DEPLOY, "webhook-deployment.yaml"),
+                 "-f", os.path.join(DEPLOY, "webhook-configuration.yaml"))
+    helm(node, helm_home, "install", "certctl", CHART, "-n", CONTROLLER_NS, "--create-namespace",
+         "-f", os.path.join(DEPLOY, "controller-values.yaml"), "--wait", "--timeout", "180s")
+    pods = node.get("pods", "-n", CONTROLLER_NS, "-l", "app.kubernetes.io/component=controller")
+    assert len(pods["items"]) == 2 and all(
+        s["ready"] for p in pods["items"] for s in p["status"]["containerStatuses"]), pods
+    node.reset_request_log()
+
+    began = time.monotonic()
+    node.kubectl("annotate", "service", "-n", NS, RELEASE,
+                 f"certctl.io/serving-cert-secret={SECRET}")
+    node.kubectl("annotate", "validatingwebhookconfiguration", VWC,
+                 f"certctl.io/inject-ca-from={NS}/{SECRET}")
+    seconds = first_admitted(node, began, bound=300)
+    print(f"controller mode: annotations to the first admitted call {seconds:.1f} s")
+
+    secret = node.get("secret", "-n", NS, SECRET)
+    assert secret["metadata"]["labels"]["certctl.io/serving-cert-for"] == RELEASE, secret
+    (pod,) = webhook_pods_of_job_mode(node)
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, pod["status"]
+    denied = node.kubectl("apply", "-n", CHECKED, "-f", "-", check=False, input=(
+        '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "denied-controller", '
+        '"labels": {"example.certctl.io/deny": "true"}}}'))
+    assert "denied by the example webhook" in denied.stderr, denied.stderr
+    # The chart's RBAC allowed every request the controller's pods made.
+    requests = [r for r in node.request_log()["requests"] if r["user"] == CONTROLLER_ACCOUNT]
+    assert requests and [r for r in requests if r["code"] == 403] == [], requests[-5:]
+
+    # A CA rotation with admission calls flowing: the controller puts the new CA into the
+    # caBundle before the leaf moves, and the pod's Secret volume follows.
+    before = secret["data"]["ca.crt"]
+    probe = RealAdmissionProbe(node, [VWC_PATH], lambda: [], CHECKED, interval=0.05)
+    with probe:
+        node.kubectl("exec", "-n", CONTROLLER_NS, "deployment/certctl", "--", "certctl",
+                     "rotate", "-n", NS, "--secret", SECRET, "--ca", "--wait", timeout=180)
+        rotated = node.get("secret", "-n", NS, SECRET)
+        assert rotated["data"]["ca.crt"] != before
+        leaf = secret_leaf(node)
+        wait_for("the webhook serving the new leaf", lambda: served_certificate(
+            webhook_pods_of_job_mode(node)[0]["status"]["podIP"]) == leaf, bound=120)
+        probe.wait_rounds(5)
+    assert not probe.failures and not probe.read_errors, (probe.failures[:5],
+                                                          probe.read_errors[:5])
+    assert probe.calls > 20, probe.report()
+    print(f"CA rotation under the controller: {probe.calls} calls, none failed")
