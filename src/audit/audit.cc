@@ -11,6 +11,7 @@
 
 #include "certctl/controller/callable.h"
 #include "certctl/controller/targets.h"
+#include "certctl/fleet/requests.h"
 #include "certctl/inject/called_names.h"
 #include "certctl/inject/targets.h"
 #include "certctl/pki/certificate.h"
@@ -147,8 +148,14 @@ void Take(TargetKind kind, const kube::Json& object, TimePoint now,
     const auto it = object.find("webhooks");
     entries = it != object.end() && it->is_array() ? &*it : nullptr;
   }
+  // Both annotations are read, whichever controller honours them: the report says who asks.
+  const auto injection = fleet::ReadInjectionRequest(kind, object, true).request;
   for (const inject::CalledEndpoint& endpoint : inject::ReadCalledEndpoints(kind, object)) {
     Pending pending;
+    if (injection) {
+      pending.entry.injection_annotation = injection->annotation;
+      pending.entry.injected_from = fleet::NamespacedKey(injection->secret_ns, injection->secret);
+    }
     pending.object = object_name;
     pending.entry.kind = std::string(inject::TargetKindName(kind));
     pending.entry.name = *name;

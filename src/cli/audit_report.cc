@@ -1,5 +1,6 @@
 #include "cli/audit_report.h"
 
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -16,6 +17,14 @@ nlohmann::ordered_json FindingToJson(const audit::AuditFinding& finding) {
           {"object", finding.object},
           {"entry", finding.entry},
           {"message", finding.message}};
+}
+
+// Which annotation asks for the object's CA, and from which Secret; null when none does.
+nlohmann::ordered_json InjectedFromToJson(const audit::AuditedEntry& entry) {
+  if (entry.injected_from.empty()) {
+    return nullptr;
+  }
+  return {{"annotation", entry.injection_annotation}, {"secret", entry.injected_from}};
 }
 
 }  // namespace
@@ -35,6 +44,7 @@ nlohmann::ordered_json AuditReportToJson(const audit::AuditReport& report,
                        {"failurePolicy", entry.failure_policy.empty()
                                              ? nlohmann::ordered_json(nullptr)
                                              : nlohmann::ordered_json(entry.failure_policy)},
+                       {"injectedFrom", InjectedFromToJson(entry)},
                        {"caBundle",
                         {{"certificates", entry.bundle_certificates},
                          {"notAfter", entry.bundle_not_after ? nlohmann::ordered_json(FormatRfc3339(
@@ -71,8 +81,17 @@ std::string AuditReportToText(const audit::AuditReport& report) {
     text += "note: " + note + "\n";
   }
   std::set<std::pair<std::string, std::string>> objects;
+  std::map<std::string, std::set<std::pair<std::string, std::string>>> asking;  // by annotation
   for (const audit::AuditedEntry& entry : report.entries) {
     objects.insert({entry.kind, entry.name});
+    if (!entry.injection_annotation.empty()) {
+      asking[entry.injection_annotation].insert({entry.kind, entry.name});
+    }
+  }
+  for (const auto& [annotation, annotated] : asking) {
+    text += std::to_string(annotated.size()) + " object" + (annotated.size() == 1 ? "" : "s") +
+            " ask" + (annotated.size() == 1 ? "s" : "") + " for a CA bundle by " + annotation +
+            (annotation.starts_with("certctl.io/") ? " (certctl controller)" : "") + "\n";
   }
   if (!report.handshake && !report.entries.empty()) {
     // So that a clean summary is not read as "every webhook can be called".

@@ -11,7 +11,7 @@ import threading
 import pytest
 from cryptography import x509
 
-from harness.certctl import service_with_endpoints, webhook_configuration
+from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
 from harness.fleet import CONTROLLER_RULES, ClusterController
 from harness.sidecar import stop_all
 from harness.waiting import wait_for
@@ -99,7 +99,8 @@ def controller(cluster, certctl_binary, tmp_path):
 
 @pytest.mark.backends("real")
 @pytest.mark.time_limit(60)
-def test_an_annotated_service_and_configuration_are_served_then_left_alone(cluster, controller):
+def test_an_annotated_service_and_configuration_are_served_then_left_alone(cluster, controller,
+                                                                         certctl_binary):
     apply_hook(cluster, BYSTANDER)
     cluster.reset_request_log()
     process = controller()
@@ -117,6 +118,14 @@ def test_an_annotated_service_and_configuration_are_served_then_left_alone(clust
     names = leaf.extensions.get_extension_for_class(
         x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
     assert names[0] == "hook.team-a.svc", names
+
+    # `certctl audit` tells which objects ask the controller for their CA, and from where.
+    audited = run_certctl(certctl_binary, "audit", "--kubeconfig", cluster.kubeconfig(),
+                          "--log-level", "off", "-o", "json")
+    (entry,) = [o for o in json.loads(audited.stdout)["objects"] if o["name"] == "policy"]
+    assert entry["injectedFrom"] == {"annotation": "certctl.io/inject-ca-from",
+                                     "secret": f"{NS}/hook-tls"}, entry
+    assert not entry["findings"], entry
 
     # A change elsewhere in the configuration is reconciled, and writes nothing.
     cluster.reset_request_log()

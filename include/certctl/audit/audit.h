@@ -38,6 +38,10 @@ struct AuditedEntry {
   std::string entry;           // as findings name it
   std::string calls;           // the URL, or the Service's NAME.NAMESPACE.svc:PORT/PATH
   std::string failure_policy;  // "Fail", "Ignore"; empty for a CRD or an APIService
+  // The object asks for its CA by annotation (`certctl controller`, or cainjector for
+  // cert-manager's): which annotation, and its NAMESPACE/SECRET; empty when it does not.
+  std::string injection_annotation;
+  std::string injected_from;
   int bundle_certificates = 0;
   std::optional<TimePoint> bundle_not_after;  // the earliest of them
   std::vector<AuditFinding> findings;

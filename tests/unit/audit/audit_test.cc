@@ -105,6 +105,29 @@ TEST(Audit, AHealthyWebhookHasNoFindingAndItsBundleIsSummed) {
   EXPECT_EQ(client.WriteCount(), 0);
 }
 
+TEST(Audit, AnObjectAskingForItsCaByAnnotationSaysWhichAndFromWhere) {
+  FakeClient client;
+  Reachable(client, "hook");
+  Json asking = WebhookConfiguration("policy", {Entry("v.example.com")});
+  asking["metadata"]["annotations"] = {{"certctl.io/inject-ca-from", "team-a/hook-tls"}};
+  Json cert_manager = WebhookConfiguration("legacy", {Entry("l.example.com")});
+  cert_manager["metadata"]["annotations"] = {
+      {"cert-manager.io/inject-ca-from-secret", "team-b/legacy-tls"}};
+  client.Put(kube::kValidatingWebhookConfigurations, asking);
+  client.Put(kube::kValidatingWebhookConfigurations, cert_manager);
+  client.Put(kube::kValidatingWebhookConfigurations,
+             WebhookConfiguration("plain", {Entry("p.example.com")}));
+
+  std::map<std::string, std::string> from;
+  for (const AuditedEntry& entry : AuditOf(client).entries) {
+    from[entry.name] = entry.injection_annotation + " " + entry.injected_from;
+  }
+
+  EXPECT_EQ(from["policy"], "certctl.io/inject-ca-from team-a/hook-tls");
+  EXPECT_EQ(from["legacy"], "cert-manager.io/inject-ca-from-secret team-b/legacy-tls");
+  EXPECT_EQ(from["plain"], " ");
+}
+
 TEST(Audit, TheCaBundleIsJudged) {
   FakeClient client;
   Reachable(client, "hook");
