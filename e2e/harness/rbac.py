@@ -150,16 +150,20 @@ def emulator_rules(mode, secret_name, namespace, targets, sidecar=None, top=None
             for grant in grants(mode, secret_name, targets, sidecar, top)]
 
 
-def controller_rules(release_namespace, watched=(), lease_name=None):
+def controller_rules(release_namespace, watched=(), lease_name=None, namespace_selector=""):
     """The emulator policy rules (cluster.add_user) that the chart's RBAC amounts to in mode
     controller, released in `release_namespace` and watching the namespaces `watched` (none:
-    every namespace), with the Lease `lease_name` (default: the chart's)."""
+    every namespace, or those `namespace_selector` selects), with the Lease `lease_name`
+    (default: the chart's)."""
     with open(os.path.join(CHART, "values.yaml"), encoding="utf-8") as f:
         values = yaml.safe_load(f)
     if lease_name:
         values["controller"]["leaseName"] = lease_name
+    values["controller"]["namespaceSelector"] = namespace_selector
     out = []
     for rule in table_rules("controller"):
+        if rule.get("when") and not value_at(values, rule["when"]):
+            continue
         policy = {"apiGroups": list(rule["apiGroups"]), "resources": list(rule["resources"]),
                   "verbs": sorted(rule["verbs"])}
         if rule.get("resourceNames"):

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "certctl/audit/audit.h"
-#include "certctl/kube/selector.h"
 
 #include "cli/audit_report.h"
 #include "cli/check.h"
@@ -35,12 +34,7 @@ CLI::App* AddAuditCommand(CLI::App& app, AuditOptions& options) {
       ->add_option("--webhook-selector", options.selector,
                    "Label selector: audit only the objects of the four kinds matching it")
       ->type_name("SELECTOR")
-      ->check(
-          [](const std::string& text) {
-            auto valid = kube::ValidateLabelSelector(text);
-            return valid ? std::string() : valid.error().message();
-          },
-          "");
+      ->check(LabelSelectorCheck());
   AddDurationFlag(*command, "--renew-before", options.renew_before,
                   "Report caBundles whose certificates all end within this", /*allow_zero=*/true);
   command

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "certctl/kube/selector.h"
 #include "certctl/util/version.h"
 
 #include "cli/flags.h"
@@ -68,19 +67,8 @@ void AddTargetFlags(CLI::App& app, controller::TargetSelection& selection, Targe
                          : "Label selector: every validating and mutating webhook "
                            "configuration matching it is checked")
       ->type_name("SELECTOR")
-      ->check(
-          [](const std::string& text) {
-            // The API server reads a blank selector as "everything": certctl would then write
-            // its CA into every webhook configuration in the cluster, other products' too.
-            if (kube::SelectsEverything(text)) {
-              return std::string(
-                  "a blank label selector would match every webhook configuration in the "
-                  "cluster; give at least one requirement");
-            }
-            auto valid = kube::ValidateLabelSelector(text);
-            return valid ? std::string() : valid.error().message();
-          },
-          "");  // no description: the help shows the type name, SELECTOR, once
+      // Blank, certctl would write its CA into every webhook configuration, other products' too.
+      ->check(LabelSelectorCheck("webhook configuration"));
 }
 
 Result<Cluster> ConnectToCluster(const ConnectionFlags& flags, const std::string& namespace_flag,

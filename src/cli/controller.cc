@@ -61,10 +61,18 @@ CLI::App* AddControllerCommand(CLI::App& app, ControllerOptions& options) {
                   "After a CA rotation moved the server certificate to the new CA, how long the "
                   "previous CA stays trusted",
                   /*allow_zero=*/true);
+  CLI::Option* namespaces =
+      command
+          ->add_option("-n,--namespace", options.namespaces,
+                       "Watch only this namespace (repeatable); default: every namespace")
+          ->check(NamespaceNameCheck());
   command
-      ->add_option("-n,--namespace", options.namespaces,
-                   "Watch only this namespace (repeatable); default: every namespace")
-      ->check(ObjectNameCheck("namespace"));
+      ->add_option("--namespace-selector", options.namespace_selector,
+                   "Watch only the namespaces whose labels match this selector, as they come "
+                   "and go")
+      ->type_name("SELECTOR")
+      ->check(LabelSelectorCheck("namespace"))
+      ->excludes(namespaces);
   command->add_flag("--cert-manager-annotations", options.cert_manager_annotations,
                     "Also honour cert-manager.io/inject-ca-from-secret, under cainjector's rule "
                     "(the Secret carries cert-manager.io/allow-direct-injection: \"true\")");
@@ -127,6 +135,7 @@ int RunClusterController(const ControllerOptions& options, const std::string& co
   config.issue.issuer =
       MakeIssuer(options.issuance, options.cluster_domain, "controller", identity, clock.Now());
   config.namespaces = options.namespaces;
+  config.namespace_selector = options.namespace_selector;
   config.cert_manager_annotations = options.cert_manager_annotations;
   config.workers = options.workers;
   config.resync = options.resync;

@@ -22,6 +22,7 @@ struct ControllerOptions {
   std::chrono::seconds renew_before = pki::kDefaultRenewBefore;
   std::chrono::seconds ca_overlap{std::chrono::hours(24)};
   std::vector<std::string> namespaces;  // empty: every namespace
+  std::string namespace_selector;       // or the namespaces it selects
   bool cert_manager_annotations = false;
   int workers = 2;
   std::chrono::seconds resync{std::chrono::hours(1)};

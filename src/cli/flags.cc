@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "certctl/kube/names.h"
+#include "certctl/kube/selector.h"
 #include "certctl/util/duration.h"
 #include "certctl/util/text.h"
 
@@ -40,6 +41,18 @@ CLI::Validator ObjectNameCheck(const std::string& kind) {
 
 CLI::Validator NamespaceNameCheck() {
   return NameCheck("namespace", kube::ValidateLabelName, kube::kLabelRule);
+}
+
+CLI::Validator LabelSelectorCheck(const std::string& blank_matches) {
+  return {[blank_matches](const std::string& text) {
+            if (!blank_matches.empty() && kube::SelectsEverything(text)) {
+              return "a blank label selector would match every " + blank_matches +
+                     " in the cluster; give at least one requirement";
+            }
+            auto valid = kube::ValidateLabelSelector(text);
+            return valid ? std::string() : valid.error().message();
+          },
+          ""};  // no description: the help shows the type name, SELECTOR, once
 }
 
 std::vector<std::string> TakeFlagWarnings() { return std::exchange(PendingWarnings(), {}); }

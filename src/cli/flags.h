@@ -22,6 +22,10 @@ inline constexpr char kDefaultSecretName[] = "webhook-server-cert";
 // the value and the rule. Objects in general are DNS-1123 subdomains, namespaces labels.
 CLI::Validator ObjectNameCheck(const std::string& kind);
 CLI::Validator NamespaceNameCheck();
+// Checks for a flag taking a label selector, parsed as the API server parses one. With
+// `blank_matches` ("webhook configuration"), a blank selector, which the API server reads as
+// "everything", is refused: it would reach every such object in the cluster.
+CLI::Validator LabelSelectorCheck(const std::string& blank_matches = "");
 
 // Adds a flag that takes a duration ("720h", "30d", "10y"); a bad value is a usage error
 // raised while parsing, so it exits 2 like any other. A value that parses but likely means

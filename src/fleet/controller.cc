@@ -21,6 +21,8 @@ constexpr milliseconds kAliveWithin{60000};
 // up to the longest while nothing changes; an event on the target or its Secret comes sooner.
 constexpr milliseconds kKeptFirstRecheck{5000};
 constexpr milliseconds kKeptMaxRecheck{300000};
+// A Secret due before the selected Namespaces have listed is looked at again after this.
+constexpr milliseconds kNamespacesPending{500};
 
 std::int64_t Millis(MonotonicTime time) {
   return std::chrono::duration_cast<milliseconds>(time.time_since_epoch()).count();
@@ -110,8 +112,17 @@ Controller::~Controller() {
 
 std::vector<Controller::WatchSpec> Controller::Watches() const {
   std::vector<WatchSpec> watches;
+  // With a selector, Services and Secrets are watched everywhere and only the selected
+  // namespaces' are acted on: a namespace that joins needs no new list.
   const std::vector<std::string> scopes =
       config_.namespaces.empty() ? std::vector<std::string>{""} : config_.namespaces;
+  if (!config_.namespace_selector.empty()) {
+    kube::ListOptions selected;
+    selected.label_selector = config_.namespace_selector;
+    watches.push_back({Source::kNamespaces, &kube::kNamespaces,
+                       inject::TargetKind::kValidatingWebhookConfiguration, "", selected,
+                       "namespaces selected by " + config_.namespace_selector});
+  }
   for (const std::string& ns : scopes) {
     const std::string where = ns.empty() ? "" : " in " + ns;
     watches.push_back({Source::kServices,
@@ -219,6 +230,15 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
   if (name.empty()) {
     return {};
   }
+  if (spec.source == Source::kNamespaces) {
+    const bool was = selected_namespaces_.contains(name);
+    if (deleted) {
+      selected_namespaces_.erase(name);
+    } else {
+      selected_namespaces_.insert(name);
+    }
+    return was == deleted ? SecretsInLocked(name) : std::vector<std::string>{};
+  }
   if (spec.source == Source::kServices) {
     const std::string key = NamespacedKey(ns, name);
     Reading<CertificateRequest> reading;
@@ -277,7 +297,8 @@ void Controller::ListedPage(const WatchSpec& spec, const kube::Json& page,
       const std::string ns = MetadataField(item, "namespace");
       const std::string name = MetadataField(item, "name");
       listed.insert(spec.source == Source::kTargets ? controller::TargetObjectName(spec.kind, name)
-                                                    : NamespacedKey(ns, name));
+                    : spec.source == Source::kNamespaces ? name
+                                                         : NamespacedKey(ns, name));
       for (std::string& secret : IndexLocked(spec, item, false, fresh)) {
         changed.push_back(std::move(secret));
       }
@@ -295,6 +316,24 @@ void Controller::Listed(const WatchSpec& spec, const std::set<std::string>& list
       gone = index_.KeepServices(spec.ns, listed);
     } else if (spec.source == Source::kTargets) {
       gone = index_.KeepTargets(spec.kind, listed);
+    } else if (spec.source == Source::kNamespaces) {
+      for (auto it = selected_namespaces_.begin(); it != selected_namespaces_.end();) {
+        if (listed.contains(*it)) {
+          ++it;
+          continue;
+        }
+        for (std::string& secret : SecretsInLocked(*it)) {
+          gone.push_back(std::move(secret));
+        }
+        it = selected_namespaces_.erase(it);
+      }
+      if (!namespaces_listed_) {
+        // Secrets put back while the list was coming are due now.
+        namespaces_listed_ = true;
+        for (std::string& secret : index_.Secrets()) {
+          gone.push_back(std::move(secret));
+        }
+      }
     }
     unlisted_.erase(spec.what);
     metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
@@ -365,6 +404,41 @@ void Controller::Enqueue(const std::vector<std::string>& secrets) {
   metrics_.queue.Set({"ready"}, static_cast<double>(queue_.Ready()));
 }
 
+std::vector<std::string> Controller::SecretsInLocked(const std::string& ns) const {
+  std::vector<std::string> secrets = index_.Secrets();
+  std::erase_if(secrets, [&](const std::string& secret) { return !secret.starts_with(ns + "/"); });
+  return secrets;
+}
+
+bool Controller::SelectedOrTold(const std::string& secret, const SecretRequests& requests) {
+  const std::string ns = secret.substr(0, secret.find('/'));
+  bool listed = false;
+  bool selected = false;
+  {
+    const std::lock_guard lock(index_mutex_);
+    listed = namespaces_listed_;
+    selected = selected_namespaces_.contains(ns);
+  }
+  if (!listed) {
+    queue_.AddAfter(secret, kNamespacesPending);
+    return false;
+  }
+  if (selected) {
+    return true;
+  }
+  // A Service there is not acted on, as with --namespace; a target asking from there is told.
+  std::vector<Problem> problems;
+  for (const InjectionRequest& request : requests.injecting) {
+    problems.push_back({TargetReference(request), "AnnotationInvalid",
+                        controller::TargetObjectName(request.kind, request.name) + ": annotation " +
+                            request.annotation + " names a Secret in " + ns +
+                            ", a namespace that --namespace-selector " +
+                            config_.namespace_selector + " does not select; it is ignored"});
+  }
+  TellProblems(secret, problems);
+  return false;
+}
+
 void Controller::EnqueueAll() {
   std::vector<std::string> secrets;
   {
@@ -394,6 +468,9 @@ void Controller::Work(const std::string& secret) {
   if (!requests.named()) {
     const std::lock_guard lock(told_mutex_);
     told_.erase(secret);
+    return;
+  }
+  if (!config_.namespace_selector.empty() && !SelectedOrTold(secret, requests)) {
     return;
   }
   const std::string secret_object = controller::SecretObjectName(

@@ -14,14 +14,6 @@ controller::ObjectReference ServiceReference(const std::string& ns, const std::s
   return {"v1", "Service", ns, name, uid};
 }
 
-controller::ObjectReference TargetReference(const InjectionRequest& request) {
-  static constexpr const char* kApiVersions[] = {
-      "admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v1",
-      "apiextensions.k8s.io/v1", "apiregistration.k8s.io/v1"};
-  return {kApiVersions[static_cast<int>(request.kind)],
-          std::string(inject::TargetKindName(request.kind)), "", request.name, request.uid};
-}
-
 void Select(const InjectionRequest& request, controller::TargetSelection& selection) {
   switch (request.kind) {
     case inject::TargetKind::kValidatingWebhookConfiguration:
@@ -89,6 +81,14 @@ std::optional<std::string> SourceBundle(const Json& secret, const std::string& s
 }
 
 }  // namespace
+
+controller::ObjectReference TargetReference(const InjectionRequest& request) {
+  static constexpr const char* kApiVersions[] = {
+      "admissionregistration.k8s.io/v1", "admissionregistration.k8s.io/v1",
+      "apiextensions.k8s.io/v1", "apiregistration.k8s.io/v1"};
+  return {kApiVersions[static_cast<int>(request.kind)],
+          std::string(inject::TargetKindName(request.kind)), "", request.name, request.uid};
+}
 
 controller::SecretSpec SpecFor(const CertificateRequest& request, const IssueSettings& settings) {
   controller::SecretSpec spec;

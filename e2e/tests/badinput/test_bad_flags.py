@@ -117,6 +117,22 @@ def test_malformed_label_selector(healthy, case):
                        "--webhook-selector")
 
 
+CONTROLLER_NAMESPACES = {
+    "selector-blank": (["--namespace-selector", " "], "--namespace-selector"),
+    "selector-unclosed-set": (["--namespace-selector", "team in (a"], "--namespace-selector"),
+    "selector-and-names": (["--namespace-selector", "a=b", "-n", "team-a"],
+                           "--namespace-selector"),
+    "namespace-not-a-label": (["-n", "team.a"], "--namespace"),
+}
+
+
+@pytest.mark.parametrize("case", list(CONTROLLER_NAMESPACES))
+def test_controller_namespaces_by_name_or_by_selector(healthy, case):
+    args, named = CONTROLLER_NAMESPACES[case]
+    before = healthy.snapshot()
+    assert_usage_error(healthy, before, "controller", args, named)
+
+
 # --- addresses (run) ----------------------------------------------------------------------
 
 ADDRESSES = {

@@ -13,6 +13,7 @@ from cryptography import x509
 
 from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
 from harness.fleet import CONTROLLER_RULES, ClusterController
+from harness.rbac import controller_rules
 from harness.sidecar import stop_all
 from harness.waiting import wait_for
 
@@ -307,3 +308,54 @@ def test_fail_once_callable_sets_fail_only_where_the_api_server_can_call(cluster
              "the uncallable entry kept at Ignore, and said why", watch=[process])
     assert policy("uncallable") == "Ignore"
     assert "8443" in process.log()
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_a_namespace_selector_acts_only_where_it_selects_and_follows_the_labels(cluster,
+                                                                               controller):
+    """--namespace-selector: a Service in a namespace it does not select gets nothing, a target
+    naming a Secret there is told so; labelled, the namespace joins without a restart."""
+    selector = "certctl.io/webhooks=on"
+    cluster.add_user(USER, controller_rules("certctl-system", namespace_selector=selector))
+    cluster.kubectl("label", "namespace", NS, selector)
+    cluster.kubectl("create", "namespace", "team-b")
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"),
+          *annotated_service("other", "other-tls", namespace="team-b"),
+          annotated_configuration("elsewhere", "team-b/other-tls", service="other"))
+    process = controller("--namespace-selector", selector)
+    wait_for(lambda: ca_bundle(cluster, "policy"), "team-a's CA injected", watch=[process])
+    wait_for(lambda: events(cluster, "AnnotationInvalid"), "AnnotationInvalid", watch=[process])
+    (told,) = events(cluster, "AnnotationInvalid")
+    assert told["involvedObject"]["name"] == "elsewhere", told
+    assert f"team-b, a namespace that --namespace-selector {selector} does not select" in \
+        told["message"], told
+    assert secret(cluster, "other-tls", "team-b") is None
+    assert ca_bundle(cluster, "elsewhere") == ""
+
+    cluster.kubectl("label", "namespace", "team-b", selector)
+    wait_for(lambda: secret(cluster, "other-tls", "team-b") and ca_bundle(cluster, "elsewhere"),
+             "team-b's Secret issued and injected once selected", watch=[process])
+    assert process.readyz()[0] == 200
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_a_target_naming_a_secret_outside_the_watched_namespaces_is_told(cluster, controller):
+    cluster.add_user(USER, controller_rules("certctl-system", watched=[NS]))
+    cluster.kubectl("create", "namespace", "team-b")
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"),
+          *annotated_service("other", "other-tls", namespace="team-b"),
+          annotated_configuration("elsewhere", "team-b/other-tls", service="other"))
+    process = controller("--namespace", NS)
+    wait_for(lambda: ca_bundle(cluster, "policy"), "team-a's CA injected", watch=[process])
+    wait_for(lambda: events(cluster, "AnnotationInvalid"), "AnnotationInvalid", watch=[process])
+    (told,) = events(cluster, "AnnotationInvalid")
+    assert told["involvedObject"]["name"] == "elsewhere", told
+    assert "team-b, a namespace this controller does not watch (--namespace team-a)" in \
+        told["message"], told
+    assert secret(cluster, "other-tls", "team-b") is None
+    assert ca_bundle(cluster, "elsewhere") == ""
+    assert process.readyz()[0] == 200

@@ -856,7 +856,8 @@ def test_chart_renders_the_table(tmp_path, targets, fail_closed):
 
 # SPEC 9b's grant for `certctl controller`, as (resource, verb); the controller needs less
 # (no patch of Secrets, no update of targets) and two things more: EndpointSlices list for
-# certctl.io/failure-policy-once-ready, as SPEC 12 grants `run`, and events patch for a repeat.
+# certctl.io/failure-policy-once-ready, as SPEC 12 grants `run`, events patch for a repeat, and
+# namespaces list and watch for --namespace-selector.
 CONTROLLER_SPEC = ({("services", v) for v in ("get", "list", "watch")}
                    | {("secrets", v) for v in ("get", "list", "watch", "create", "update",
                                                "patch")}
@@ -866,7 +867,8 @@ CONTROLLER_SPEC = ({("services", v) for v in ("get", "list", "watch")}
                       for v in ("get", "list", "watch", "patch", "update")}
                    | {("events", "create"), ("leases", "get"), ("leases", "create"),
                       ("leases", "update")})
-CONTROLLER_BEYOND_SPEC = {("endpointslices", "list"), ("events", "patch")}
+CONTROLLER_BEYOND_SPEC = {("endpointslices", "list"), ("events", "patch"),
+                          ("namespaces", "list"), ("namespaces", "watch")}
 
 
 def test_controller_rules_are_spec_9b_and_nothing_wider():

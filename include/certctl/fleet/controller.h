@@ -27,6 +27,9 @@ namespace certctl::fleet {
 struct ControllerConfig {
   IssueSettings issue;
   std::vector<std::string> namespaces;  // the namespaces watched; empty: every one
+  // Or the namespaces whose labels match this selector, as they come and go (a watch of
+  // Namespaces); exclusive with `namespaces`.
+  std::string namespace_selector;
   bool cert_manager_annotations = false;
   int workers = 2;
   std::chrono::seconds resync{3600};               // every named Secret at least this often
@@ -79,7 +82,7 @@ class Controller {
   bool Alive() const;
 
  private:
-  enum class Source { kServices, kTargets, kIssuedSecrets };
+  enum class Source { kServices, kTargets, kIssuedSecrets, kNamespaces };
   struct WatchSpec {
     Source source;
     const kube::ResourceType* type;
@@ -115,6 +118,13 @@ class Controller {
   // Logs each and, on the leader, records its Warning Event (a new leader tells those still
   // standing).
   void TellAnnotations(const std::vector<AnnotationProblem>& problems);
+  // With a namespace selector: the Secrets the index names in `ns`, whose namespace was
+  // selected or left. Needs index_mutex_.
+  std::vector<std::string> SecretsInLocked(const std::string& ns) const;
+  // With a namespace selector: whether the worker may reconcile `secret` ("ns/name") now.
+  // Not before the Namespaces have listed (it is put back for later); in a namespace the
+  // selector does not select, never: its targets are told so instead.
+  bool SelectedOrTold(const std::string& secret, const SecretRequests& requests);
   void Enqueue(const std::vector<std::string>& secrets);
   void EnqueueAll();
   void WorkerLoop();
@@ -154,6 +164,9 @@ class Controller {
   std::map<std::string, AnnotationProblem> annotation_told_;  // by object key
   std::size_t watches_ = 0;
   std::set<std::string> unlisted_;  // watches that have not listed yet
+  // With a namespace selector: the namespaces it selects now, and whether their list came.
+  std::set<std::string> selected_namespaces_;
+  bool namespaces_listed_ = false;
 
   // What workers share, each under its own lock.
   std::mutex fights_mutex_;

@@ -46,6 +46,9 @@ controller::SecretSpec SpecFor(const CertificateRequest& request, const IssueSet
 
 // Something an annotation asks for that cannot be done, about the object that asked: for a
 // Warning Event on it and the log.
+// The Event reference of the target that made `request`.
+controller::ObjectReference TargetReference(const InjectionRequest& request);
+
 struct Problem {
   controller::ObjectReference about;
   std::string reason;  // the Event's reason: "SecretNotManaged", "InjectionSourceMissing", ...

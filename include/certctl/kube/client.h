@@ -29,6 +29,7 @@ struct ResourceType {
 
 inline constexpr ResourceType kSecrets{"", "v1", "secrets", "Secret", true};
 inline constexpr ResourceType kServices{"", "v1", "services", "Service", true};
+inline constexpr ResourceType kNamespaces{"", "v1", "namespaces", "Namespace", false};
 inline constexpr ResourceType kEndpointSlices{"discovery.k8s.io", "v1", "endpointslices",
                                               "EndpointSlice", true};
 inline constexpr ResourceType kEvents{"", "v1", "events", "Event", true};

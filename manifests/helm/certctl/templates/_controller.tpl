@@ -31,6 +31,10 @@ app.kubernetes.io/component: controller
 - --namespace
 - {{ . | quote }}
 {{- end }}
+{{- with $c.namespaceSelector }}
+- --namespace-selector
+- {{ . | quote }}
+{{- end }}
 {{- if $c.certManagerAnnotations }}
 - --cert-manager-annotations
 {{- end }}

@@ -312,6 +312,8 @@ is none. templates/validate.yaml turns it into a failure.
 certctl: unknown mode {{ .Values.mode | quote }}; use mode: sidecar, mode: job or mode: controller
 {{- else if not .Values.image.repository -}}
 certctl: image.repository is required: no public certctl image exists yet. Build and push one (scripts/release.sh, then scripts/publish.sh) and install the chart it published, or give this one --set image.repository=REGISTRY/certctl,image.tag=VERSION; to try certctl on this machine without a registry, see docs/try-the-chart.md
+{{- else if and $controller $c.namespaces $c.namespaceSelector -}}
+certctl: controller.namespaces and controller.namespaceSelector are both set; give the namespaces by name or by selector, not both
 {{- else if and $controller (eq (int $c.healthPort) (int $c.metricsPort)) -}}
 certctl: controller.healthPort and controller.metricsPort are both {{ $c.healthPort }}; give them different ports (each has its own named container port)
 {{- else if and $controller (not .Values.serviceAccount.create) (not .Values.serviceAccount.name) -}}
