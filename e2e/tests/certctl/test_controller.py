@@ -310,6 +310,26 @@ def test_fail_once_callable_sets_fail_only_where_the_api_server_can_call(cluster
     assert "8443" in process.log()
 
 
+def apply_two_teams(cluster):
+    """team-a's Service and configuration, and team-b's, in a namespace of its own."""
+    cluster.kubectl("create", "namespace", "team-b")
+    apply(cluster, *annotated_service("hook", "hook-tls"),
+          annotated_configuration("policy", f"{NS}/hook-tls"),
+          *annotated_service("other", "other-tls", namespace="team-b"),
+          annotated_configuration("elsewhere", "team-b/other-tls", service="other"))
+
+
+def assert_team_b_told(cluster, process, why):
+    """team-a served; team-b left alone, and its configuration told `why` in one Event."""
+    wait_for(lambda: ca_bundle(cluster, "policy"), "team-a's CA injected", watch=[process])
+    wait_for(lambda: events(cluster, "AnnotationInvalid"), "AnnotationInvalid", watch=[process])
+    (told,) = events(cluster, "AnnotationInvalid")
+    assert told["involvedObject"]["name"] == "elsewhere", told
+    assert why in told["message"], told
+    assert secret(cluster, "other-tls", "team-b") is None
+    assert ca_bundle(cluster, "elsewhere") == ""
+
+
 @pytest.mark.backends("real")
 @pytest.mark.time_limit(60)
 def test_a_namespace_selector_acts_only_where_it_selects_and_follows_the_labels(cluster,
@@ -319,20 +339,10 @@ def test_a_namespace_selector_acts_only_where_it_selects_and_follows_the_labels(
     selector = "certctl.io/webhooks=on"
     cluster.add_user(USER, controller_rules("certctl-system", namespace_selector=selector))
     cluster.kubectl("label", "namespace", NS, selector)
-    cluster.kubectl("create", "namespace", "team-b")
-    apply(cluster, *annotated_service("hook", "hook-tls"),
-          annotated_configuration("policy", f"{NS}/hook-tls"),
-          *annotated_service("other", "other-tls", namespace="team-b"),
-          annotated_configuration("elsewhere", "team-b/other-tls", service="other"))
+    apply_two_teams(cluster)
     process = controller("--namespace-selector", selector)
-    wait_for(lambda: ca_bundle(cluster, "policy"), "team-a's CA injected", watch=[process])
-    wait_for(lambda: events(cluster, "AnnotationInvalid"), "AnnotationInvalid", watch=[process])
-    (told,) = events(cluster, "AnnotationInvalid")
-    assert told["involvedObject"]["name"] == "elsewhere", told
-    assert f"team-b, a namespace that --namespace-selector {selector} does not select" in \
-        told["message"], told
-    assert secret(cluster, "other-tls", "team-b") is None
-    assert ca_bundle(cluster, "elsewhere") == ""
+    assert_team_b_told(cluster, process,
+                       f"team-b, a namespace that --namespace-selector {selector} does not select")
 
     cluster.kubectl("label", "namespace", "team-b", selector)
     wait_for(lambda: secret(cluster, "other-tls", "team-b") and ca_bundle(cluster, "elsewhere"),
@@ -344,18 +354,8 @@ def test_a_namespace_selector_acts_only_where_it_selects_and_follows_the_labels(
 @pytest.mark.time_limit(60)
 def test_a_target_naming_a_secret_outside_the_watched_namespaces_is_told(cluster, controller):
     cluster.add_user(USER, controller_rules("certctl-system", watched=[NS]))
-    cluster.kubectl("create", "namespace", "team-b")
-    apply(cluster, *annotated_service("hook", "hook-tls"),
-          annotated_configuration("policy", f"{NS}/hook-tls"),
-          *annotated_service("other", "other-tls", namespace="team-b"),
-          annotated_configuration("elsewhere", "team-b/other-tls", service="other"))
+    apply_two_teams(cluster)
     process = controller("--namespace", NS)
-    wait_for(lambda: ca_bundle(cluster, "policy"), "team-a's CA injected", watch=[process])
-    wait_for(lambda: events(cluster, "AnnotationInvalid"), "AnnotationInvalid", watch=[process])
-    (told,) = events(cluster, "AnnotationInvalid")
-    assert told["involvedObject"]["name"] == "elsewhere", told
-    assert "team-b, a namespace this controller does not watch (--namespace team-a)" in \
-        told["message"], told
-    assert secret(cluster, "other-tls", "team-b") is None
-    assert ca_bundle(cluster, "elsewhere") == ""
+    assert_team_b_told(cluster, process,
+                       "team-b, a namespace this controller does not watch (--namespace team-a)")
     assert process.readyz()[0] == 200

@@ -785,18 +785,24 @@ def test_sidecar_without_one_verb_the_scenario_needing_it_breaks(certctl_binary,
 # --- the table itself, the chart and the example ------------------------------------------
 
 
-@pytest.mark.parametrize("mode", ["job", "sidecar"])
-def test_table_rules_are_complete_and_least_privilege(mode):
-    rules = table_rules(mode)
+def assert_rules_explained_and_without_wildcards(rules, scopes):
+    """Unique names, a known scope, a reason for the rule and each verb, no `*`, no delete."""
     assert len({rule["name"] for rule in rules}) == len(rules), "rule names are unique"
     for rule in rules:
-        assert rule["scope"] in SCOPES, rule
+        assert rule["scope"] in scopes, rule
         assert rule["why"].strip(), rule["name"]
         assert rule["verbs"] and all(reason.strip() for reason in rule["verbs"].values()), \
             f"{rule['name']}: every verb says why it is needed"
         for field in ("apiGroups", "resources"):
             assert rule[field] and "*" not in rule[field], rule
         assert not set(rule["verbs"]) & {"*", "delete", "deletecollection"}, rule
+
+
+@pytest.mark.parametrize("mode", ["job", "sidecar"])
+def test_table_rules_are_complete_and_least_privilege(mode):
+    rules = table_rules(mode)
+    assert_rules_explained_and_without_wildcards(rules, SCOPES)
+    for rule in rules:
         if "secrets" in rule["resources"] and not rule.get("resourceNames"):
             # Listing or watching every Secret of a namespace would read every key in it.
             assert not set(rule["verbs"]) & {"list", "watch"}, rule
@@ -873,16 +879,10 @@ CONTROLLER_BEYOND_SPEC = {("endpointslices", "list"), ("events", "patch"),
 
 def test_controller_rules_are_spec_9b_and_nothing_wider():
     rules = table_rules("controller")
-    assert len({rule["name"] for rule in rules}) == len(rules), "rule names are unique"
+    assert_rules_explained_and_without_wildcards(rules, ("watched", "release", "default",
+                                                         "cluster"))
     granted = set()
     for rule in rules:
-        assert rule["scope"] in ("watched", "release", "default", "cluster"), rule
-        assert rule["why"].strip(), rule["name"]
-        assert rule["verbs"] and all(reason.strip() for reason in rule["verbs"].values()), \
-            f"{rule['name']}: every verb says why it is needed"
-        for field in ("apiGroups", "resources"):
-            assert rule[field] and "*" not in rule[field], rule
-        assert not set(rule["verbs"]) & {"*", "delete", "deletecollection"}, rule
         granted |= {(resource, verb) for resource in rule["resources"] for verb in rule["verbs"]}
     assert granted - CONTROLLER_SPEC == CONTROLLER_BEYOND_SPEC, granted - CONTROLLER_SPEC
     # The Lease is the controller's own: named, in the release namespace.

@@ -377,14 +377,19 @@ def test_uninstall_leaves_the_secret_and_the_ca_bundle(node, sidecar, helm_home)
     assert node.api("GET", VWC_PATH).json()["webhooks"][0]["clientConfig"]["caBundle"]
 
 
-@pytest.mark.time_limit(900)
-def test_job_mode_hooks_run_as_jobs(node, helm_home):
-    """It removes the sidecar release and installs the example in mode job."""
+def start_afresh(node, home):
+    """The example's release, namespace and configuration gone, for the next mode."""
     subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
-                   capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
+                   capture_output=True, text=True, env=helm_env(home, node.kubeconfig()),
                    timeout=300, check=True)
     node.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
     node.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
+
+
+@pytest.mark.time_limit(900)
+def test_job_mode_hooks_run_as_jobs(node, helm_home):
+    """It removes the sidecar release and installs the example in mode job."""
+    start_afresh(node, helm_home)
     node.kubectl("apply", "-f", os.path.join(DEPLOY, "webhook-configuration.yaml"))
     node.kubectl("apply", "-f", os.path.join(DEPLOY, "webhook-deployment.yaml"))
     node.reset_request_log()
@@ -409,11 +414,17 @@ def test_job_mode_hooks_run_as_jobs(node, helm_home):
     assert (account, "create", "secrets") in writes, writes
     assert any(user == account and resource == "validatingwebhookconfigurations"
                for user, _, resource in writes), writes
+    assert_own_deployment_serves(node, "denied-job")
+
+
+def assert_own_deployment_serves(node, denied_name):
+    """The webhook's own Deployment (webhook-deployment.yaml) started once, never restarted,
+    and denies what it should through the API server."""
     (pod,) = webhook_pods_of_job_mode(node)
     assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, pod["status"]
-    denied = node.kubectl("apply", "-n", CHECKED, "-f", "-", check=False, input=(
-        '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "denied-job", '
-        '"labels": {"example.certctl.io/deny": "true"}}}'))
+    denied = node.kubectl("apply", "-n", CHECKED, "-f", "-", check=False, input=json.dumps(
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": denied_name, "labels": {"example.certctl.io/deny": "true"}}}))
     assert "denied by the example webhook" in denied.stderr, denied.stderr
 
 
@@ -430,11 +441,7 @@ def test_controller_mode_serves_the_example_by_annotations_alone(node, helm_home
     """Last: it removes the job release and installs the chart in mode controller beside the
     example's own Deployment, Service and configuration, which then ask by annotations
     alone; a CA rotation of the issued Secret follows with calls flowing."""
-    subprocess.run([find_helm(), "uninstall", RELEASE, "-n", NS, "--wait", "--ignore-not-found"],
-                   capture_output=True, text=True, env=helm_env(helm_home, node.kubeconfig()),
-                   timeout=300, check=True)
-    node.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=true", timeout=180)
-    node.kubectl("delete", "validatingwebhookconfiguration", VWC, "--ignore-not-found")
+    start_afresh(node, helm_home)
     node.kubectl("apply", "-f", os.path.join(DEPLOY, "webhook-deployment.yaml"),
                  "-f", os.path.join(DEPLOY, "webhook-configuration.yaml"))
     helm(node, helm_home, "install", "certctl", CHART, "-n", CONTROLLER_NS, "--create-namespace",
@@ -454,12 +461,7 @@ def test_controller_mode_serves_the_example_by_annotations_alone(node, helm_home
 
     secret = node.get("secret", "-n", NS, SECRET)
     assert secret["metadata"]["labels"]["certctl.io/serving-cert-for"] == RELEASE, secret
-    (pod,) = webhook_pods_of_job_mode(node)
-    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0, pod["status"]
-    denied = node.kubectl("apply", "-n", CHECKED, "-f", "-", check=False, input=(
-        '{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "denied-controller", '
-        '"labels": {"example.certctl.io/deny": "true"}}}'))
-    assert "denied by the example webhook" in denied.stderr, denied.stderr
+    assert_own_deployment_serves(node, "denied-controller")
     # The chart's RBAC allowed every request the controller's pods made.
     requests = [r for r in node.request_log()["requests"] if r["user"] == CONTROLLER_ACCOUNT]
     assert requests and [r for r in requests if r["code"] == 403] == [], requests[-5:]
