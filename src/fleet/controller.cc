@@ -86,17 +86,23 @@ Controller::Controller(kube::Client& client, const Clock& clock, ControllerConfi
       metrics_(metrics),
       log_(std::move(log)),
       queue_(clock),
+      election_(client_, clock_, config_.election,
+                loop::Election::Telling{
+                    .log = log_,
+                    .leader = &metrics_.leader,
+                    .warn = [this](const std::string& key,
+                                   const std::string& message) { WarnRateLimited(key, message); },
+                    .changed =
+                        [this](bool leading) {
+                          if (leading) {
+                            BecameLeader();
+                          }
+                        }}),
       fights_(clock, loop::Fights::Telling{
                          .log = log_,
                          .event = [this](kube::Json event) { RecordEvent(std::move(event)); },
                          .overwrites = &metrics_.overwrites,
                          .instance = config_.instance}) {
-  if (config_.election) {
-    elector_.emplace(client_, clock_, *config_.election);
-  } else {
-    leading_ = true;
-  }
-  metrics_.leader.Set({}, leading_ ? 1 : 0);
   metrics_.ready.Set({}, 0);
   heartbeat_ = Millis(clock_.Monotonic());
 }
@@ -214,7 +220,7 @@ void Controller::TellAnnotations(const std::vector<AnnotationProblem>& problems)
   for (const AnnotationProblem& problem : problems) {
     metrics_.problems.Add({"AnnotationInvalid"});
     log_(loop::LogLevel::kWarning, problem.message + "; it is ignored");
-    if (leading_) {
+    if (election_.Leading()) {
       RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
                                   problem.message + "; it is ignored", config_.instance,
                                   clock_.Now(), loop::EventType::kWarning));
@@ -450,7 +456,7 @@ void Controller::EnqueueAll() {
 
 void Controller::WorkerLoop() {
   while (auto secret = queue_.Get()) {
-    if (leading_) {
+    if (election_.Leading()) {
       Work(*secret);
     }
     queue_.Done(*secret);
@@ -759,48 +765,20 @@ void Controller::RecordDueEvents() {
 
 // --- election and the main loop -------------------------------------------------------------
 
-void Controller::ElectionAttempt() {
-  auto attempt = elector_->TryAcquireOrRenew();
-  const bool now_leading = elector_->IsLeader();
-  if (!attempt) {
-    WarnRateLimited("lease", "leader election: " + attempt.error().message());
-  }
-  if (now_leading != leading_.exchange(now_leading)) {
-    metrics_.leader.Set({}, now_leading ? 1 : 0);
-    log_(loop::LogLevel::kInfo, now_leading
-                                    ? "became the leader (" + config_.election->identity + ")"
-                                    : "stopped leading; following " + elector_->observed_holder());
-    if (now_leading) {
-      // What followers only logged is told by the leader.
-      std::vector<AnnotationProblem> standing;
-      {
-        const std::lock_guard lock(index_mutex_);
-        for (const auto& [key, problem] : annotation_told_) {
-          standing.push_back(problem);
-        }
-      }
-      for (const AnnotationProblem& problem : standing) {
-        RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
-                                    problem.message + "; it is ignored", config_.instance,
-                                    clock_.Now(), loop::EventType::kWarning));
-      }
-      EnqueueAll();  // the index is whole (every replica watches): everything, once
+void Controller::BecameLeader() {
+  std::vector<AnnotationProblem> standing;
+  {
+    const std::lock_guard lock(index_mutex_);
+    for (const auto& [key, problem] : annotation_told_) {
+      standing.push_back(problem);
     }
   }
-}
-
-void Controller::ElectionLoop() {
-  while (!stopping_) {
-    if (SleepUnlessStopped(elector_->NextAttemptIn())) {
-      break;
-    }
-    ElectionAttempt();
+  for (const AnnotationProblem& problem : standing) {
+    RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
+                                problem.message + "; it is ignored", config_.instance, clock_.Now(),
+                                loop::EventType::kWarning));
   }
-  if (auto released = elector_->Release(); !released) {
-    log_(loop::LogLevel::kWarning, "releasing the lease: " + released.error().message());
-  } else if (leading_) {
-    log_(loop::LogLevel::kInfo, "released the lease");
-  }
+  EnqueueAll();  // the index is whole (every replica watches): everything, once
 }
 
 void Controller::Run() {
@@ -815,9 +793,10 @@ void Controller::Run() {
   for (const WatchSpec& spec : watches) {
     threads_.emplace_back([this, spec] { WatchLoop(spec); });
   }
-  if (elector_) {
-    ElectionAttempt();
-    threads_.emplace_back([this] { ElectionLoop(); });
+  if (election_.Enabled()) {
+    election_.Attempt();
+    threads_.emplace_back(
+        [this] { election_.Loop([this](milliseconds wait) { return SleepUnlessStopped(wait); }); });
   }
   for (int i = 0; i < std::max(1, config_.workers); ++i) {
     threads_.emplace_back([this] { WorkerLoop(); });

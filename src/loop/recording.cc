@@ -92,7 +92,7 @@ void Sidecar::RecordFoldedEvent(kube::Json event) {
 }
 
 void Sidecar::RecordDueFoldedEvents() {
-  if (!leading_) {
+  if (!election_.Leading()) {
     event_series_.Clear();  // the leader tells what it does; this replica did nothing more
     return;
   }

@@ -129,22 +129,27 @@ Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
       config_(std::move(config)),
       metrics_(metrics),
       log_(std::move(log)),
+      election_(client_, clock_, config_.election,
+                Election::Telling{
+                    .log = log_,
+                    .leader = &metrics_.leader,
+                    .warn = [this](const std::string& key,
+                                   const std::string& message) { WarnRateLimited(key, message); },
+                    // A change of leadership starts a pass.
+                    .changed =
+                        [this](bool leading) {
+                          trigger_.Request(leading ? "became the leader" : "stopped leading");
+                        }}),
       fights_(clock_,
               Fights::Telling{
                   .log = log_,
                   .event = [this](kube::Json event) { RecordFoldedEvent(std::move(event)); },
                   .overwrites = &metrics_.overwrites,
                   .instance = config_.instance}) {
-  if (config_.election) {
-    elector_.emplace(client_, clock_, *config_.election);
-  } else {
-    leading_ = true;
-  }
   if (config_.serving) {
     serving_ = ReadinessCheck{"serving", false, "waiting for the certificate"};
   }
   metrics_.ready.Set({}, 0);
-  metrics_.leader.Set({}, leading_ ? 1 : 0);
   heartbeat_ = Millis(clock_.Monotonic());
 }
 
@@ -211,7 +216,7 @@ void Sidecar::RemoveStaleSets() {
 }
 
 bool Sidecar::RunPass(const std::set<std::string>& reasons) {
-  const Role role = leading_ ? Role::kLeader : Role::kFollower;
+  const Role role = election_.Leading() ? Role::kLeader : Role::kFollower;
   log_(LogLevel::kDebug, "reconciling: " + JoinWithCommas(reasons));
   const MonotonicTime started = clock_.Monotonic();
   PassConfig pass = config_.pass;
@@ -364,11 +369,10 @@ void Sidecar::Run() {
   for (const WatchSpec& spec : Watches()) {
     threads_.emplace_back([this, spec] { WatchLoop(spec); });
   }
-  if (elector_) {
-    // Before the first pass: a replica that can lead at once should not start as a follower
-    // and read for nothing.
-    ElectionAttempt();
-    threads_.emplace_back([this] { ElectionLoop(); });
+  if (election_.Enabled()) {
+    election_.Attempt();  // before the first pass
+    threads_.emplace_back(
+        [this] { election_.Loop([this](milliseconds wait) { return SleepUnlessStopped(wait); }); });
   }
   if (config_.serving) {
     threads_.emplace_back([this] { ServingLoop(); });

@@ -6,6 +6,7 @@ Event on the object that asked, with nothing written; Secrets no annotation name
 read."""
 import base64
 import json
+import signal
 import threading
 
 import pytest
@@ -359,3 +360,32 @@ def test_a_target_naming_a_secret_outside_the_watched_namespaces_is_told(cluster
     assert_team_b_told(cluster, process,
                        "team-b, a namespace this controller does not watch (--namespace team-a)")
     assert process.readyz()[0] == 200
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(90)
+def test_with_leader_election_one_replica_writes_and_another_takes_over(cluster, controller):
+    """As the chart runs it: two replicas, one Lease. Both watch and are ready; the leader
+    alone writes; killed, it is replaced within the lease duration, and the new leader
+    repairs what changed meanwhile."""
+    apply_hook(cluster)
+    lease = ("--leader-elect", "--lease-duration", "4s", "--lease-renew-deadline", "3s",
+             "--lease-retry-period", "1s")
+    first = controller(*lease)
+    wait_for(lambda: first.metric("certctl_leader") == 1, "the first replica leading",
+             watch=[first])
+    second = controller(*lease)
+    wait_for(lambda: ca_bundle(cluster, "policy"), "the CA injected", watch=[first, second])
+    injected = ca_bundle(cluster, "policy")
+    assert second.metric("certctl_leader") == 0 and second.readyz()[0] == 200
+    assert not second.metric("certctl_controller_writes_total")
+
+    first.stop(signal.SIGKILL)  # no release: the Lease must expire
+    cluster.api("PATCH", f"{VWC_PATH}/policy", [
+        {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle",
+         "value": base64.b64encode(b"wiped").decode()}],
+        content_type="application/json-patch+json")
+    wait_for(lambda: ca_bundle(cluster, "policy") == injected,
+             "the caBundle repaired by the new leader", bound=20, watch=[second])
+    assert second.metric("certctl_leader") == 1
+    assert second.metric("certctl_controller_writes_total") >= 1

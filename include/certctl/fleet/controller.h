@@ -16,6 +16,7 @@
 #include "certctl/fleet/work_queue.h"
 #include "certctl/kube/client.h"
 #include "certctl/leader/elector.h"
+#include "certctl/loop/election.h"
 #include "certctl/loop/event_series.h"
 #include "certctl/loop/fights.h"
 #include "certctl/loop/log.h"
@@ -140,8 +141,8 @@ class Controller {
                                                                 const loop::PassReport& pass);
   void RecordEvent(kube::Json event);
   void RecordDueEvents();
-  void ElectionLoop();
-  void ElectionAttempt();
+  // The leader tells what followers only logged, and works on everything once.
+  void BecameLeader();
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
   void WarnRateLimited(const std::string& key, const std::string& message);
 
@@ -156,8 +157,7 @@ class Controller {
   std::condition_variable stop_changed_;
   std::atomic<bool> stopping_{false};
 
-  std::optional<leader::Elector> elector_;
-  std::atomic<bool> leading_{false};
+  loop::Election election_;
 
   mutable std::mutex index_mutex_;
   AnnotationIndex index_;

@@ -17,6 +17,7 @@
 #include "certctl/kube/client.h"
 #include "certctl/leader/elector.h"
 #include "certctl/loop/damping.h"
+#include "certctl/loop/election.h"
 #include "certctl/loop/event_series.h"
 #include "certctl/loop/fights.h"
 #include "certctl/loop/log.h"
@@ -134,9 +135,6 @@ class Sidecar {
 
   std::vector<WatchSpec> Watches() const;
   void WatchLoop(const WatchSpec& spec);
-  void ElectionLoop();
-  // One try to acquire or renew the Lease; a change of leadership starts a pass.
-  void ElectionAttempt();
   // One pass and what follows from it; true when the folder got a new set.
   bool RunPass(const std::set<std::string>& reasons);
   // Logs and counts what a pass wrote, and warns of rotation annotations it ignored or
@@ -206,8 +204,7 @@ class Sidecar {
   std::condition_variable stop_changed_;
   std::atomic<bool> stopping_{false};
 
-  std::optional<leader::Elector> elector_;
-  std::atomic<bool> leading_{false};
+  Election election_;
 
   mutable std::mutex state_mutex_;
   ReadinessCheck certificate_{"certificate", false, "starting"};
