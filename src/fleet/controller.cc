@@ -98,11 +98,16 @@ Controller::Controller(kube::Client& client, const Clock& clock, ControllerConfi
                             BecameLeader();
                           }
                         }}),
-      fights_(clock, loop::Fights::Telling{
-                         .log = log_,
-                         .event = [this](kube::Json event) { RecordEvent(std::move(event)); },
-                         .overwrites = &metrics_.overwrites,
-                         .instance = config_.instance}) {
+      fights_(clock,
+              loop::Fights::Telling{
+                  .log = log_,
+                  .event = [this](kube::Json event) { events_.Record(std::move(event)); },
+                  .overwrites = &metrics_.overwrites,
+                  .instance = config_.instance}),
+      // Events never stop the work; why one was not written is worth a debug line.
+      events_(client_, clock_, [this](const std::string& message) {
+        log_(loop::LogLevel::kDebug, "recording an Event: " + message);
+      }) {
   metrics_.ready.Set({}, 0);
   heartbeat_ = Millis(clock_.Monotonic());
 }
@@ -221,9 +226,9 @@ void Controller::TellAnnotations(const std::vector<AnnotationProblem>& problems)
     metrics_.problems.Add({"AnnotationInvalid"});
     log_(loop::LogLevel::kWarning, problem.message + "; it is ignored");
     if (election_.Leading()) {
-      RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
-                                  problem.message + "; it is ignored", config_.instance,
-                                  clock_.Now(), loop::EventType::kWarning));
+      events_.Record(loop::MakeEvent(problem.about, "AnnotationInvalid",
+                                     problem.message + "; it is ignored", config_.instance,
+                                     clock_.Now(), loop::EventType::kWarning));
     }
   }
 }
@@ -572,7 +577,7 @@ void Controller::Tell(const SecretReconcile& result) {
       fights_.NoteRepairs(pass, ns, name);
     }
     for (kube::Json& event : loop::WriteEvents(pass, ns, name, config_.instance, clock_)) {
-      RecordEvent(std::move(event));
+      events_.Record(std::move(event));
     }
     if (pass.call_findings) {
       TellCallFindings(result.secret, *pass.call_findings, pass.targets);
@@ -590,9 +595,9 @@ void Controller::Tell(const SecretReconcile& result) {
       const std::string& object = result.injected->patched[i];
       metrics_.writes.Add({object.substr(0, object.find('/'))});
       log_(loop::LogLevel::kInfo, "injected the CA bundle of " + secret_object + " into " + object);
-      RecordEvent(loop::MakeEvent(result.injected->patched_references[i], "CABundleInjected",
-                                  "injected the CA bundle of " + secret_object, config_.instance,
-                                  clock_.Now()));
+      events_.Record(loop::MakeEvent(result.injected->patched_references[i], "CABundleInjected",
+                                     "injected the CA bundle of " + secret_object, config_.instance,
+                                     clock_.Now()));
     }
   }
 }
@@ -623,8 +628,8 @@ void Controller::TellProblems(const std::string& secret, const std::vector<Probl
     log_(loop::LogLevel::kWarning, problem->about.kind + " " +
                                        (problem->about.ns.empty() ? "" : problem->about.ns + "/") +
                                        problem->about.name + ": " + problem->message);
-    RecordEvent(loop::MakeEvent(problem->about, problem->reason, problem->message, config_.instance,
-                                clock_.Now(), loop::EventType::kWarning));
+    events_.Record(loop::MakeEvent(problem->about, problem->reason, problem->message,
+                                   config_.instance, clock_.Now(), loop::EventType::kWarning));
   }
 }
 
@@ -668,7 +673,7 @@ void Controller::TellCallFindings(const std::string& secret, const std::vector<F
     const std::string target_name = finding->object.substr(0, finding->object.find(' '));
     for (const controller::TargetObject& target : targets) {
       if (controller::TargetObjectName(target.kind, target.name) == target_name) {
-        RecordEvent(loop::MakeEvent(
+        events_.Record(loop::MakeEvent(
             controller::ReferenceOf(target),
             finding->code == FindingCode::kTargetNameNotCovered ? "TargetNameNotCovered"
                                                                 : "TargetInvalid",
@@ -743,26 +748,6 @@ std::optional<milliseconds> Controller::CloseFailurePolicies(const SecretRequest
   return recheck;
 }
 
-void Controller::RecordEvent(kube::Json event) {
-  const std::lock_guard lock(events_mutex_);
-  if (auto write = event_series_.Admit(std::move(event), clock_.Monotonic()); write) {
-    if (auto written = loop::WriteSeriesEvent(client_, *write, event_series_, clock_.Now());
-        !written) {
-      log_(loop::LogLevel::kDebug, "recording an Event: " + written.error().message());
-    }
-  }
-}
-
-void Controller::RecordDueEvents() {
-  const std::lock_guard lock(events_mutex_);
-  for (const loop::EventSeries::Write& write : event_series_.Due(clock_.Monotonic())) {
-    if (auto written = loop::WriteSeriesEvent(client_, write, event_series_, clock_.Now());
-        !written) {
-      log_(loop::LogLevel::kDebug, "recording an Event: " + written.error().message());
-    }
-  }
-}
-
 // --- election and the main loop -------------------------------------------------------------
 
 void Controller::BecameLeader() {
@@ -774,9 +759,9 @@ void Controller::BecameLeader() {
     }
   }
   for (const AnnotationProblem& problem : standing) {
-    RecordEvent(loop::MakeEvent(problem.about, "AnnotationInvalid",
-                                problem.message + "; it is ignored", config_.instance, clock_.Now(),
-                                loop::EventType::kWarning));
+    events_.Record(loop::MakeEvent(problem.about, "AnnotationInvalid",
+                                   problem.message + "; it is ignored", config_.instance,
+                                   clock_.Now(), loop::EventType::kWarning));
   }
   EnqueueAll();  // the index is whole (every replica watches): everything, once
 }
@@ -806,16 +791,13 @@ void Controller::Run() {
     heartbeat_ = Millis(clock_.Monotonic());
     milliseconds wait = kHeartbeat;
     wait = std::min(wait, std::chrono::ceil<milliseconds>(next_resync - clock_.Now()));
-    {
-      const std::lock_guard lock(events_mutex_);
-      if (auto due = event_series_.NextDue(); due) {
-        wait = std::min(wait, std::chrono::ceil<milliseconds>(*due - clock_.Monotonic()));
-      }
+    if (auto due = events_.NextDue(); due) {
+      wait = std::min(wait, std::chrono::ceil<milliseconds>(*due - clock_.Monotonic()));
     }
     if (SleepUnlessStopped(std::max(wait, milliseconds(0)))) {
       break;
     }
-    RecordDueEvents();
+    events_.RecordDue();
     if (clock_.Now() >= next_resync) {
       next_resync = clock_.Now() + config_.resync;
       EnqueueAll();

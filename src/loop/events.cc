@@ -138,4 +138,36 @@ std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string&
   return events;
 }
 
+EventRecorder::EventRecorder(kube::Client& client, const Clock& clock,
+                             std::function<void(const std::string&)> failed)
+    : client_(client), clock_(clock), failed_(std::move(failed)) {}
+
+void EventRecorder::Record(kube::Json event) {
+  const std::lock_guard lock(mutex_);
+  if (auto write = series_.Admit(std::move(event), clock_.Monotonic()); write) {
+    if (auto written = WriteSeriesEvent(client_, *write, series_, clock_.Now()); !written) {
+      failed_(written.error().message());
+    }
+  }
+}
+
+void EventRecorder::RecordDue() {
+  const std::lock_guard lock(mutex_);
+  for (const EventSeries::Write& write : series_.Due(clock_.Monotonic())) {
+    if (auto written = WriteSeriesEvent(client_, write, series_, clock_.Now()); !written) {
+      failed_(written.error().message());
+    }
+  }
+}
+
+std::optional<MonotonicTime> EventRecorder::NextDue() const {
+  const std::lock_guard lock(mutex_);
+  return series_.NextDue();
+}
+
+void EventRecorder::Clear() {
+  const std::lock_guard lock(mutex_);
+  series_.Clear();
+}
+
 }  // namespace certctl::loop

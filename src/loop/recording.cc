@@ -79,28 +79,16 @@ void Sidecar::RecordWrites(const PassReport& report) {
   // Folded like the targets' Events: a fight over tls.crt re-issues the leaf at every
   // repair, which is one LeafReissued series, not an Event a repair.
   for (kube::Json& event : WriteEvents(report, secret.ns, secret.name, config_.instance, clock_)) {
-    RecordFoldedEvent(std::move(event));
-  }
-}
-
-void Sidecar::RecordFoldedEvent(kube::Json event) {
-  if (auto write = event_series_.Admit(std::move(event), clock_.Monotonic()); write) {
-    if (auto written = WriteSeriesEvent(client_, *write, event_series_, clock_.Now()); !written) {
-      WarnRateLimited("events", written.error().message());
-    }
+    events_.Record(std::move(event));
   }
 }
 
 void Sidecar::RecordDueFoldedEvents() {
   if (!election_.Leading()) {
-    event_series_.Clear();  // the leader tells what it does; this replica did nothing more
+    events_.Clear();  // the leader tells what it does; this replica did nothing more
     return;
   }
-  for (const EventSeries::Write& write : event_series_.Due(clock_.Monotonic())) {
-    if (auto written = WriteSeriesEvent(client_, write, event_series_, clock_.Now()); !written) {
-      WarnRateLimited("events", written.error().message());
-    }
-  }
+  events_.RecordDue();
 }
 
 void Sidecar::NoteFailurePolicyHolds(const std::vector<controller::TargetObject>& targets) {
@@ -148,9 +136,9 @@ void Sidecar::NoteConflict(const std::optional<controller::ConfigurationConflict
     return;
   }
   log_(LogLevel::kWarning, *line);
-  RecordFoldedEvent(MakeEvent({"v1", "Secret", spec.ns, spec.name, secret_uid},
-                              "ConflictingConfiguration", *line, config_.instance, clock_.Now(),
-                              EventType::kWarning));
+  events_.Record(MakeEvent({"v1", "Secret", spec.ns, spec.name, secret_uid},
+                           "ConflictingConfiguration", *line, config_.instance, clock_.Now(),
+                           EventType::kWarning));
 }
 
 std::optional<std::string> Sidecar::Conflict() const {

@@ -140,12 +140,13 @@ Sidecar::Sidecar(kube::Client& client, const Clock& clock, SidecarConfig config,
                         [this](bool leading) {
                           trigger_.Request(leading ? "became the leader" : "stopped leading");
                         }}),
-      fights_(clock_,
-              Fights::Telling{
-                  .log = log_,
-                  .event = [this](kube::Json event) { RecordFoldedEvent(std::move(event)); },
-                  .overwrites = &metrics_.overwrites,
-                  .instance = config_.instance}) {
+      events_(client_, clock_,
+              [this](const std::string& message) { WarnRateLimited("events", message); }),
+      fights_(clock_, Fights::Telling{
+                          .log = log_,
+                          .event = [this](kube::Json event) { events_.Record(std::move(event)); },
+                          .overwrites = &metrics_.overwrites,
+                          .instance = config_.instance}) {
   if (config_.serving) {
     serving_ = ReadinessCheck{"serving", false, "waiting for the certificate"};
   }
@@ -391,7 +392,7 @@ void Sidecar::Run() {
     if (next_step_at_) {
       wait = std::min(wait, std::chrono::ceil<milliseconds>(*next_step_at_ - clock_.Now()));
     }
-    for (const auto& due : {repair_due_at_, event_series_.NextDue()}) {
+    for (const auto& due : {repair_due_at_, events_.NextDue()}) {
       if (due) {
         wait = std::min(wait, std::chrono::ceil<milliseconds>(*due - clock_.Monotonic()));
       }

@@ -17,7 +17,7 @@
 #include "certctl/kube/client.h"
 #include "certctl/leader/elector.h"
 #include "certctl/loop/election.h"
-#include "certctl/loop/event_series.h"
+#include "certctl/loop/events.h"
 #include "certctl/loop/fights.h"
 #include "certctl/loop/log.h"
 #include "certctl/metrics/registry.h"
@@ -139,8 +139,6 @@ class Controller {
   // without an event (entries kept at Ignore, a repair held back): nullopt, not due.
   std::optional<std::chrono::milliseconds> CloseFailurePolicies(const SecretRequests& requests,
                                                                 const loop::PassReport& pass);
-  void RecordEvent(kube::Json event);
-  void RecordDueEvents();
   // The leader tells what followers only logged, and works on everything once.
   void BecameLeader();
   bool SleepUnlessStopped(std::chrono::milliseconds duration);
@@ -172,8 +170,7 @@ class Controller {
   std::mutex fights_mutex_;
   loop::Fights fights_;
   std::map<std::string, loop::BundleHold> bundle_holds_;  // by Secret, under fights_mutex_
-  std::mutex events_mutex_;
-  loop::EventSeries event_series_;
+  loop::EventRecorder events_;
   std::mutex told_mutex_;
   std::map<std::string, std::set<std::string>> told_;  // by Secret: problems, findings told
   std::map<std::string, std::set<std::string>> finding_targets_;  // by Secret: metric labels

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +49,28 @@ std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string&
 // Failures as RecordEvent's; a refused patch is returned too, after the new Event.
 Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, EventSeries& series,
                         TimePoint now);
+
+// Records Events of a long-running command through one EventSeries, from any thread: repeats
+// of one reason about one object fold into one Event per interval. A write that failed is
+// handed to `failed` (the message) and nothing else happens: Events never stop the work.
+class EventRecorder {
+ public:
+  EventRecorder(kube::Client& client, const Clock& clock,
+                std::function<void(const std::string&)> failed);
+
+  void Record(kube::Json event);
+  // The held repeats whose interval ended.
+  void RecordDue();
+  std::optional<MonotonicTime> NextDue() const;
+  // Forgets every series (the replica stopped leading: the new leader tells its own).
+  void Clear();
+
+ private:
+  kube::Client& client_;
+  const Clock& clock_;
+  std::function<void(const std::string&)> failed_;
+  mutable std::mutex mutex_;
+  EventSeries series_;
+};
 
 }  // namespace certctl::loop

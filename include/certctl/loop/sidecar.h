@@ -19,6 +19,7 @@
 #include "certctl/loop/damping.h"
 #include "certctl/loop/election.h"
 #include "certctl/loop/event_series.h"
+#include "certctl/loop/events.h"
 #include "certctl/loop/fights.h"
 #include "certctl/loop/log.h"
 #include "certctl/loop/pass.h"
@@ -174,9 +175,7 @@ class Sidecar {
   Closing FailClosed(const std::vector<controller::TargetObject>& targets);
   // When entries kept at Ignore for `kept_because` (empty: none) are judged again.
   std::optional<MonotonicTime> KeptIgnoreRecheck(const std::string& kept_because);
-  // Records an Event through event_series_ (repeats of one reason about one object folded
-  // into one Event per interval), and the folded ones due.
-  void RecordFoldedEvent(kube::Json event);
+  // The folded Events due, on the leader; a follower forgets its series.
   void RecordDueFoldedEvents();
   // Creates or removes the ready file when `certificate` and `injected` together changed
   // from `file_was`. Needs state_mutex_.
@@ -233,7 +232,7 @@ class Sidecar {
 
   // Events (every one) folded into one per interval, and objects another writer keeps
   // changing, whose repairs are spaced out. Loop thread only.
-  EventSeries event_series_;
+  EventRecorder events_;
   Fights fights_;
   std::optional<MonotonicTime> repair_due_at_;  // when a held-back repair may go
 
