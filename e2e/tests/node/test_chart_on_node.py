@@ -15,9 +15,9 @@ docs give a new user), kube-apiserver making every admission call:
 - `helm uninstall`: the release's objects gone, the Secret and the caBundle left;
 - mode job: the hooks run as Jobs, the webhook's own Deployment mounts the Secret, and the
   time from `helm install` to the first admitted call is measured (docs/try-the-chart.md);
-- mode controller: the same Deployment, Service and configuration served by annotations
-  alone, with no request of the controller refused, then a CA rotation of the Secret it
-  issued with calls flowing, none failing.
+- mode controller: the same Deployment, Service and configuration (and a mutating copy of it)
+  served by annotations alone, with no request of the controller refused, then a CA rotation
+  of the Secret it issued reaching both configurations with calls flowing, none failing.
 
 The tests share one node and run in order; each leaves the release as the next expects.
 """
@@ -32,6 +32,7 @@ import subprocess
 import time
 
 import pytest
+import yaml
 
 from harness.api_server import RealAdmissionProbe, dry_run_admission
 from harness.helm import REPO, find_helm, helm_env
@@ -44,6 +45,7 @@ CHECKED = "checked"  # a namespace the example webhook judges
 RELEASE = "example-webhook"
 VWC = "example-webhook"
 VWC_PATH = f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{VWC}"
+MWC_PATH = f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{VWC}"
 SECRET = "webhook-server-cert"
 CHART = os.path.join(REPO, "manifests", "helm", "certctl")
 DEPLOY = os.path.join(REPO, "examples", "webhook", "deploy")
@@ -449,13 +451,18 @@ def test_controller_mode_serves_the_example_by_annotations_alone(node, helm_home
     pods = node.get("pods", "-n", CONTROLLER_NS, "-l", "app.kubernetes.io/component=controller")
     assert len(pods["items"]) == 2 and all(
         s["ready"] for p in pods["items"] for s in p["status"]["containerStatuses"]), pods
+    # The same webhook also called as a mutating one: one Secret, two configurations.
+    with open(os.path.join(DEPLOY, "webhook-configuration.yaml"), encoding="utf-8") as f:
+        mutating = yaml.safe_load(f)
+    mutating["kind"] = "MutatingWebhookConfiguration"
+    node.apply(mutating)
     node.reset_request_log()
 
     began = time.monotonic()
     node.kubectl("annotate", "service", "-n", NS, RELEASE,
                  f"certctl.io/serving-cert-secret={SECRET}")
-    node.kubectl("annotate", "validatingwebhookconfiguration", VWC,
-                 f"certctl.io/inject-ca-from={NS}/{SECRET}")
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        node.kubectl("annotate", kind, VWC, f"certctl.io/inject-ca-from={NS}/{SECRET}")
     seconds = first_admitted(node, began, bound=300)
     print(f"controller mode: annotations to the first admitted call {seconds:.1f} s")
 
@@ -466,10 +473,10 @@ def test_controller_mode_serves_the_example_by_annotations_alone(node, helm_home
     requests = [r for r in node.request_log()["requests"] if r["user"] == CONTROLLER_ACCOUNT]
     assert requests and [r for r in requests if r["code"] == 403] == [], requests[-5:]
 
-    # A CA rotation with admission calls flowing: the controller puts the new CA into the
-    # caBundle before the leaf moves, and the pod's Secret volume follows.
+    # A CA rotation with admission calls flowing: the controller puts the new CA into both
+    # configurations before the leaf moves, and the pod's Secret volume follows.
     before = secret["data"]["ca.crt"]
-    probe = RealAdmissionProbe(node, [VWC_PATH], lambda: [], CHECKED, interval=0.05)
+    probe = RealAdmissionProbe(node, [VWC_PATH, MWC_PATH], lambda: [], CHECKED, interval=0.05)
     with probe:
         node.kubectl("exec", "-n", CONTROLLER_NS, "deployment/certctl", "--", "certctl",
                      "rotate", "-n", NS, "--secret", SECRET, "--ca", "--wait", timeout=180)
@@ -479,6 +486,7 @@ def test_controller_mode_serves_the_example_by_annotations_alone(node, helm_home
         wait_for("the webhook serving the new leaf", lambda: served_certificate(
             webhook_pods_of_job_mode(node)[0]["status"]["podIP"]) == leaf, bound=120)
         probe.wait_rounds(5)
+    node.kubectl("delete", "mutatingwebhookconfiguration", VWC)
     assert not probe.failures and not probe.read_errors, (probe.failures[:5],
                                                           probe.read_errors[:5])
     assert probe.calls > 20, probe.report()
