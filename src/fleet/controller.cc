@@ -21,6 +21,9 @@ constexpr milliseconds kAliveWithin{60000};
 // up to the longest while nothing changes; an event on the target or its Secret comes sooner.
 constexpr milliseconds kKeptFirstRecheck{5000};
 constexpr milliseconds kKeptMaxRecheck{300000};
+// Secrets only injected from are watched by name, each on a thread and a connection of its own,
+// up to this many; the others are read again on their targets' changes and at the resync.
+constexpr std::size_t kMaxInjectedSecretWatches = 64;
 // A Secret due before the selected Namespaces have listed is looked at again after this.
 constexpr milliseconds kNamespacesPending{500};
 
@@ -119,6 +122,13 @@ Controller::~Controller() {
       thread.join();
     }
   }
+  const std::lock_guard lock(injected_watches_mutex_);
+  for (auto& [secret, watch] : injected_watches_) {
+    watch.thread.join();
+  }
+  for (InjectedSecretWatch& watch : ended_watches_) {
+    watch.thread.join();
+  }
 }
 
 std::vector<Controller::WatchSpec> Controller::Watches() const {
@@ -184,9 +194,10 @@ void Controller::Stop() {
   client_.WakeWatches();
 }
 
-bool Controller::SleepUnlessStopped(milliseconds duration) {
+bool Controller::SleepUnlessStopped(milliseconds duration, const std::atomic<bool>* stop) {
   std::unique_lock lock(stop_mutex_);
-  return stop_changed_.wait_for(lock, duration, [this] { return stopping_.load(); });
+  return stop_changed_.wait_for(
+      lock, duration, [this, stop] { return stopping_.load() || (stop != nullptr && *stop); });
 }
 
 void Controller::WarnRateLimited(const std::string& key, const std::string& message) {
@@ -293,7 +304,8 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
     }
     return changed;
   }
-  // An issued Secret changed: reconciled again while an annotation names it.
+  // An issued Secret, or one only injected from, changed: reconciled again while an annotation
+  // names it.
   const std::string key = NamespacedKey(ns, name);
   return index_.Named(key) ? std::vector<std::string>{key} : std::vector<std::string>{};
 }
@@ -368,7 +380,8 @@ void Controller::Changed(const WatchSpec& spec, const kube::WatchEvent& event) {
   Enqueue(changed);
 }
 
-void Controller::WatchLoop(const WatchSpec& spec) {
+void Controller::WatchLoop(const WatchSpec& spec, const std::atomic<bool>* stop) {
+  const auto stopped = [this, stop] { return stopping_.load() || (stop != nullptr && *stop); };
   kube::ListWatchOptions options;
   options.list = spec.list;
   options.server_timeout = config_.watch_timeout;
@@ -387,11 +400,9 @@ void Controller::WatchLoop(const WatchSpec& spec) {
                                      std::to_string(delay.count()) + "ms");
   };
   milliseconds backoff = kWatchFirstBackoff;
-  while (!stopping_) {
-    auto ended = kube::ListWatch(
-        client_, *spec.type, spec.ns, options, handlers, [this] { return stopping_.load(); },
-        clock_);
-    if (stopping_) {
+  while (!stopped()) {
+    auto ended = kube::ListWatch(client_, *spec.type, spec.ns, options, handlers, stopped, clock_);
+    if (stopped()) {
       return;
     }
     // Only failures a retry cannot fix end ListWatch (403, 401, a bad answer); RBAC may be
@@ -399,7 +410,7 @@ void Controller::WatchLoop(const WatchSpec& spec) {
     WarnRateLimited("watch " + spec.what,
                     "watch " + spec.what + ": " +
                         (ended ? std::string("ended") : ended.error().message()) + "; retrying");
-    if (SleepUnlessStopped(backoff)) {
+    if (SleepUnlessStopped(backoff, stop)) {
       return;
     }
     backoff = std::min(backoff * 2, kWatchMaxBackoff);
@@ -407,6 +418,49 @@ void Controller::WatchLoop(const WatchSpec& spec) {
 }
 
 // --- work ---------------------------------------------------------------------------------
+
+void Controller::FollowInjectedSecret(const std::string& secret, bool wanted) {
+  const std::lock_guard lock(injected_watches_mutex_);
+  auto watching = injected_watches_.find(secret);
+  if (!wanted) {
+    if (watching != injected_watches_.end()) {
+      *watching->second.stop = true;
+      {
+        const std::lock_guard stop_lock(stop_mutex_);  // so that its back-off sleep sees it
+      }
+      stop_changed_.notify_all();
+      client_.WakeWatches();
+      ended_watches_.push_back(std::move(watching->second));
+      injected_watches_.erase(watching);
+    }
+    return;
+  }
+  if (watching != injected_watches_.end() || stopping_) {
+    return;
+  }
+  if (injected_watches_.size() >= kMaxInjectedSecretWatches) {
+    if (!told_watch_cap_) {
+      told_watch_cap_ = true;
+      log_(loop::LogLevel::kWarning,
+           "more than " + std::to_string(kMaxInjectedSecretWatches) +
+               " Secrets are only injected from; the others are read again when their targets "
+               "change and at every --resync, so a change of their ca.crt may wait that long");
+    }
+    return;
+  }
+  const std::size_t slash = secret.find('/');
+  WatchSpec spec{Source::kInjectedSecret,
+                 &kube::kSecrets,
+                 inject::TargetKind::kValidatingWebhookConfiguration,
+                 secret.substr(0, slash),
+                 {},
+                 "secret " + secret};
+  spec.list.field_selector = "metadata.name=" + secret.substr(slash + 1);
+  InjectedSecretWatch watch{std::make_unique<std::atomic<bool>>(false), {}};
+  const std::atomic<bool>* stop = watch.stop.get();
+  watch.thread = std::thread([this, spec, stop] { WatchLoop(spec, stop); });
+  injected_watches_.emplace(secret, std::move(watch));
+}
 
 void Controller::Enqueue(const std::vector<std::string>& secrets) {
   for (const std::string& secret : secrets) {
@@ -476,6 +530,7 @@ void Controller::Work(const std::string& secret) {
     const std::lock_guard lock(index_mutex_);
     requests = index_.RequestsFor(secret);
   }
+  FollowInjectedSecret(secret, requests.named() && !requests.issuing);
   if (!requests.named()) {
     const std::lock_guard lock(told_mutex_);
     told_.erase(secret);
@@ -808,6 +863,15 @@ void Controller::Run() {
     thread.join();
   }
   threads_.clear();
+  const std::lock_guard lock(injected_watches_mutex_);
+  for (auto& [secret, watch] : injected_watches_) {
+    ended_watches_.push_back(std::move(watch));
+  }
+  injected_watches_.clear();
+  for (InjectedSecretWatch& watch : ended_watches_) {
+    watch.thread.join();
+  }
+  ended_watches_.clear();
 }
 
 }  // namespace certctl::fleet

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -83,7 +84,8 @@ class Controller {
   bool Alive() const;
 
  private:
-  enum class Source { kServices, kTargets, kIssuedSecrets, kNamespaces };
+  // kInjectedSecret: one Secret only injected from (not issued here), watched by name.
+  enum class Source { kServices, kTargets, kIssuedSecrets, kNamespaces, kInjectedSecret };
   struct WatchSpec {
     Source source;
     const kube::ResourceType* type;
@@ -100,7 +102,13 @@ class Controller {
   };
 
   std::vector<WatchSpec> Watches() const;
-  void WatchLoop(const WatchSpec& spec);
+  // Until Stop, or until `stop` (when given) is true.
+  void WatchLoop(const WatchSpec& spec, const std::atomic<bool>* stop = nullptr);
+  // The Secret `secret` ("ns/name") is only injected from (`wanted`) or no longer: its watch by
+  // name is started, up to kMaxInjectedSecretWatches, or ended. Without it a change there would
+  // wait for a target's change or the resync (a cert-manager renewal of a self-signed
+  // certificate changes ca.crt).
+  void FollowInjectedSecret(const std::string& secret, bool wanted);
   // A page of a (re)list: its objects go into the index, their keys into `listed`. Nothing of
   // an object without certctl's annotations is kept.
   void ListedPage(const WatchSpec& spec, const kube::Json& page, std::set<std::string>& listed);
@@ -141,7 +149,9 @@ class Controller {
                                                                 const loop::PassReport& pass);
   // The leader tells what followers only logged, and works on everything once.
   void BecameLeader();
-  bool SleepUnlessStopped(std::chrono::milliseconds duration);
+  // True when stopped (or `stop`, when given, became true) before `duration` ended.
+  bool SleepUnlessStopped(std::chrono::milliseconds duration,
+                          const std::atomic<bool>* stop = nullptr);
   void WarnRateLimited(const std::string& key, const std::string& message);
 
   kube::Client& client_;
@@ -181,6 +191,14 @@ class Controller {
 
   std::atomic<std::int64_t> heartbeat_{0};
   std::vector<std::thread> threads_;
+  struct InjectedSecretWatch {
+    std::unique_ptr<std::atomic<bool>> stop;
+    std::thread thread;
+  };
+  std::mutex injected_watches_mutex_;
+  std::map<std::string, InjectedSecretWatch> injected_watches_;  // by Secret
+  std::vector<InjectedSecretWatch> ended_watches_;               // joined when Run ends
+  bool told_watch_cap_ = false;                                  // under injected_watches_mutex_
 };
 
 }  // namespace certctl::fleet
