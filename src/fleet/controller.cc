@@ -530,15 +530,17 @@ void Controller::Work(const std::string& secret) {
     const std::lock_guard lock(index_mutex_);
     requests = index_.RequestsFor(secret);
   }
-  FollowInjectedSecret(secret, requests.named() && !requests.issuing);
   if (!requests.named()) {
+    FollowInjectedSecret(secret, false);
     const std::lock_guard lock(told_mutex_);
     told_.erase(secret);
     return;
   }
   if (!config_.namespace_selector.empty() && !SelectedOrTold(secret, requests)) {
+    FollowInjectedSecret(secret, false);
     return;
   }
+  FollowInjectedSecret(secret, !requests.issuing);
   const std::string secret_object = controller::SecretObjectName(
       secret.substr(0, secret.find('/')), secret.substr(secret.find('/') + 1));
   loop::PassConfig hooks;
