@@ -24,8 +24,6 @@ constexpr milliseconds kKeptMaxRecheck{300000};
 // Secrets only injected from are watched by name, each on a thread and a connection of its own,
 // up to this many; the others are read again on their targets' changes and at the resync.
 constexpr std::size_t kMaxInjectedSecretWatches = 64;
-// A Secret due before the selected Namespaces have listed is looked at again after this.
-constexpr milliseconds kNamespacesPending{500};
 
 std::int64_t Millis(MonotonicTime time) {
   return std::chrono::duration_cast<milliseconds>(time.time_since_epoch()).count();
@@ -83,7 +81,8 @@ ControllerMetrics::ControllerMetrics(metrics::Registry& registry)
 
 Controller::Controller(kube::Client& client, const Clock& clock, ControllerConfig config,
                        ControllerMetrics& metrics, loop::LogSink log)
-    : client_(client),
+    : own_writes_(client),
+      client_(own_writes_),
       clock_(clock),
       config_(std::move(config)),
       metrics_(metrics),
@@ -350,15 +349,15 @@ void Controller::Listed(const WatchSpec& spec, const std::set<std::string>& list
         }
         it = selected_namespaces_.erase(it);
       }
-      if (!namespaces_listed_) {
-        // Secrets put back while the list was coming are due now.
-        namespaces_listed_ = true;
-        for (std::string& secret : index_.Secrets()) {
-          gone.push_back(std::move(secret));
-        }
-      }
     }
     unlisted_.erase(spec.what);
+    if (unlisted_.empty() && !index_whole_) {
+      // What was asked for while the lists were coming is worked on now, once each.
+      index_whole_ = true;
+      for (std::string& secret : index_.Secrets()) {
+        gone.push_back(std::move(secret));
+      }
+    }
     metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
     metrics_.annotated.Set({"target"}, static_cast<double>(index_.target_count()));
     metrics_.secrets.Set({}, static_cast<double>(index_.Secrets().size()));
@@ -368,11 +367,16 @@ void Controller::Listed(const WatchSpec& spec, const std::set<std::string>& list
 }
 
 void Controller::Changed(const WatchSpec& spec, const kube::WatchEvent& event) {
+  const bool deleted = event.type == kube::WatchEventType::kDeleted;
+  if (!deleted && spec.source != Source::kServices && spec.source != Source::kNamespaces &&
+      own_writes_.IsEcho(*spec.type, event.object)) {
+    return;  // its reconcile wrote it, as it now stands
+  }
   std::vector<std::string> changed;
   std::vector<AnnotationProblem> fresh;
   {
     const std::lock_guard lock(index_mutex_);
-    changed = IndexLocked(spec, event.object, event.type == kube::WatchEventType::kDeleted, fresh);
+    changed = IndexLocked(spec, event.object, deleted, fresh);
     metrics_.annotated.Set({"service"}, static_cast<double>(index_.service_count()));
     metrics_.annotated.Set({"target"}, static_cast<double>(index_.target_count()));
   }
@@ -477,16 +481,10 @@ std::vector<std::string> Controller::SecretsInLocked(const std::string& ns) cons
 
 bool Controller::SelectedOrTold(const std::string& secret, const SecretRequests& requests) {
   const std::string ns = secret.substr(0, secret.find('/'));
-  bool listed = false;
   bool selected = false;
   {
     const std::lock_guard lock(index_mutex_);
-    listed = namespaces_listed_;
     selected = selected_namespaces_.contains(ns);
-  }
-  if (!listed) {
-    queue_.AddAfter(secret, kNamespacesPending);
-    return false;
   }
   if (selected) {
     return true;
@@ -528,6 +526,9 @@ void Controller::Work(const std::string& secret) {
   SecretRequests requests;
   {
     const std::lock_guard lock(index_mutex_);
+    if (!index_whole_) {
+      return;  // all of it comes once every watch has listed
+    }
     requests = index_.RequestsFor(secret);
   }
   if (!requests.named()) {

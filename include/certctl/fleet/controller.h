@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "certctl/fleet/annotation_index.h"
+#include "certctl/fleet/own_writes.h"
 #include "certctl/fleet/reconcile.h"
 #include "certctl/fleet/work_queue.h"
 #include "certctl/kube/client.h"
@@ -130,9 +131,8 @@ class Controller {
   // With a namespace selector: the Secrets the index names in `ns`, whose namespace was
   // selected or left. Needs index_mutex_.
   std::vector<std::string> SecretsInLocked(const std::string& ns) const;
-  // With a namespace selector: whether the worker may reconcile `secret` ("ns/name") now.
-  // Not before the Namespaces have listed (it is put back for later); in a namespace the
-  // selector does not select, never: its targets are told so instead.
+  // With a namespace selector: whether the worker may reconcile `secret` ("ns/name"). In a
+  // namespace the selector does not select, never: its targets are told so instead.
   bool SelectedOrTold(const std::string& secret, const SecretRequests& requests);
   void Enqueue(const std::vector<std::string>& secrets);
   void EnqueueAll();
@@ -154,6 +154,7 @@ class Controller {
                           const std::atomic<bool>* stop = nullptr);
   void WarnRateLimited(const std::string& key, const std::string& message);
 
+  OwnWrites own_writes_;  // every request goes through it
   kube::Client& client_;
   const Clock& clock_;
   const ControllerConfig config_;
@@ -172,9 +173,11 @@ class Controller {
   std::map<std::string, AnnotationProblem> annotation_told_;  // by object key
   std::size_t watches_ = 0;
   std::set<std::string> unlisted_;  // watches that have not listed yet
-  // With a namespace selector: the namespaces it selects now, and whether their list came.
-  std::set<std::string> selected_namespaces_;
-  bool namespaces_listed_ = false;
+  // Every watch has listed once: before that a Secret is not worked on, so that it is not
+  // issued before its targets are known, nor a target told its Secret is missing before the
+  // Services are.
+  bool index_whole_ = false;
+  std::set<std::string> selected_namespaces_;  // with a namespace selector: those it selects
 
   // What workers share, each under its own lock.
   std::mutex fights_mutex_;
