@@ -531,6 +531,7 @@ void Controller::Work(const std::string& secret) {
     }
     requests = index_.RequestsFor(secret);
   }
+  worked_since_idle_ = true;
   if (!requests.named()) {
     FollowInjectedSecret(secret, false);
     const std::lock_guard lock(told_mutex_);
@@ -856,6 +857,9 @@ void Controller::Run() {
       break;
     }
     events_.RecordDue();
+    if (config_.on_idle && queue_.Ready() == 0 && worked_since_idle_.exchange(false)) {
+      config_.on_idle();
+    }
     if (clock_.Now() >= next_resync) {
       next_resync = clock_.Now() + config_.resync;
       EnqueueAll();
