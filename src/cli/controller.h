@@ -17,7 +17,9 @@ namespace certctl::cli {
 
 // The client's rate limit of `controller`: one process serves every webhook of the cluster, so
 // its first pass over 1,000 Secrets is about 6,000 requests; at run's 50 a second it would take
-// two minutes. The API server's priority and fairness still queues it among the others.
+// two minutes. The API server's priority and fairness still queues it among the others;
+// controller-runtime's controllers (cert-manager's cainjector among them) set no client-side
+// limit at all and leave it to that.
 inline constexpr double kControllerQps = 300;
 
 struct ControllerOptions {
