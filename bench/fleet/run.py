@@ -28,6 +28,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -364,9 +365,11 @@ def ratio(ours, theirs):
     return f"{ours / theirs:.2f}"
 
 
-def report(results, kinds, sizes, form, elapsed):
+def report(results, kinds, sizes, form, elapsed, head=""):
     shown = [k for k in kinds if k.name in results]
     lines = ["# certctl controller beside cert-manager's cainjector", "",
+             f"Tree at the start: {head or '?'} (certctl's version names the commit its build "
+             "was configured at).", "",
              f"{datetime.date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} CPUs, "
              f"{'quick' if form.quick else 'full'} run ({elapsed:.0f} s); load average at the "
              f"end {os.getloadavg()[0]:.2f}.", "",
@@ -451,6 +454,8 @@ def main(argv=None):
     for name in columns:
         binaries[name] = tools.cainjector_build() if name == "cainjector" else certctl
     plan = bed.Plan(sizes)
+    head = subprocess.run(["git", "-C", tools.REPO, "log", "-1", "--format=%h %s"],
+                          capture_output=True, text=True).stdout.strip()[:80]
     began = time.monotonic()
     cm = any(tools.COLUMNS[c].style == "cert-manager" for c in columns)
     # The CA Secrets of cainjector's bed (the same for both columns that use it), and the CA
@@ -469,7 +474,7 @@ def main(argv=None):
             except Exception:  # noqa: BLE001 - the report says what broke
                 results[name] = {"failed": traceback.format_exc()}
     kinds = [tools.COLUMNS[c] for c in columns]
-    text = report(results, kinds, sizes, form, time.monotonic() - began)
+    text = report(results, kinds, sizes, form, time.monotonic() - began, head)
     print(text)
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
