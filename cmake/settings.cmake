@@ -55,6 +55,22 @@ elseif(GIT_FOUND)
     ERROR_QUIET RESULT_VARIABLE _certctl_git_rc)
   if(_certctl_git_rc EQUAL 0 AND _certctl_commit)
     set(CERTCTL_GIT_COMMIT "${_certctl_commit}")
+    # A commit made after configuring moves HEAD or its branch: configure again then, so that
+    # `certctl version` names the tree that was built, not the one configured first.
+    execute_process(
+      COMMAND ${GIT_EXECUTABLE} rev-parse --absolute-git-dir
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+      OUTPUT_VARIABLE _certctl_git_dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    execute_process(
+      COMMAND ${GIT_EXECUTABLE} symbolic-ref -q HEAD
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+      OUTPUT_VARIABLE _certctl_git_ref OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    foreach(_certctl_git_file HEAD packed-refs ${_certctl_git_ref})
+      if(EXISTS "${_certctl_git_dir}/${_certctl_git_file}")
+        set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+                                               "${_certctl_git_dir}/${_certctl_git_file}")
+      endif()
+    endforeach()
   endif()
 endif()
 

@@ -28,7 +28,7 @@ fi
 
 # The Go programs of the test bed and the benchmarks, each a module of its own. The vet
 # results sit in Go's build cache: an unchanged tree is checked again in seconds.
-go_modules=(e2e/controlplane bench/peers/cert-controller examples/webhook)
+go_modules=(e2e/controlplane bench/peers/cert-controller bench/fleet/cainjector examples/webhook)
 if $fix; then
   gofmt -w "${go_modules[@]}"
 else
