@@ -172,13 +172,13 @@ message naming the value; empty when there is none. Part of certctl.problem.
 {{- if $m.serviceMonitor.enabled }}{{ $notForController = append $notForController "monitoring.serviceMonitor.enabled" }}{{ end -}}
 {{- if $m.prometheusRule.enabled }}{{ $notForController = append $notForController "monitoring.prometheusRule.enabled" }}{{ end -}}
 {{- if and $controller $notForController -}}
-certctl: {{ first $notForController }} needs mode sidecar: in mode controller use monitoring.podMonitor (its alerts are about one Secret's certctl run; the controller's metrics are certctl_controller_*, see docs/metrics.md)
+certctl: {{ first $notForController }} needs mode sidecar: in mode controller use monitoring.podMonitor (its alerts are about one Secret's certctl run; the controller's metrics are certctl_controller_*, see docs/controller.md)
 {{- else if and $controller $m.podSelector -}}
 certctl: monitoring.podSelector is for mode sidecar with your own Deployment; in mode controller the PodMonitor selects the controller's pods
 {{- else if and (not $sidecar) (not $controller) $requested -}}
 certctl: {{ first $requested }} needs mode sidecar: in mode job certctl runs only as hook Jobs, which serve no metrics to scrape or alert on
 {{- else if and (not $sidecar) (or $pdbRequested $np.enabled) -}}
-certctl: {{ ternary "sidecar.podDisruptionBudget.enabled" "sidecar.networkPolicy.enabled" $pdbRequested }} needs mode sidecar: in mode job the chart renders no pods to protect
+certctl: {{ ternary "sidecar.podDisruptionBudget.enabled" "sidecar.networkPolicy.enabled" $pdbRequested }} needs mode sidecar: in mode {{ .Values.mode }} the chart renders no webhook pods to protect{{ if $controller }} (the controller's own: controller.podDisruptionBudget){{ end }}
 {{- else if eq (len $monitors) 2 -}}
 certctl: monitoring.podMonitor.enabled and monitoring.serviceMonitor.enabled are both true; enable one of them, or Prometheus scrapes every pod twice
 {{- else if and $sidecar $scraped (not $s.createDeployment) (not $m.podSelector) -}}
