@@ -69,11 +69,26 @@ class Tool:
     def __init__(self, cluster, workdir, binary):
         self.cluster, self.workdir, self.binary = cluster, workdir, binary
         self.runs = 0
+        self.process = None
         os.makedirs(workdir, exist_ok=True)
 
     @property
     def user(self):
         return self.account
+
+    @property
+    def pid(self):
+        return self.process.proc.pid
+
+    def alive(self):
+        return self.process is not None and self.process.alive()
+
+    def stop(self):
+        if self.process is not None:
+            self.process.stop()
+
+    def log(self):
+        return self.process.log() if self.process else ""
 
     def units(self, plan):
         """How many reconciles mean every object it serves was gone through once."""
@@ -94,7 +109,6 @@ class Certctl(Tool):
     def __init__(self, cluster, workdir, binary, given=()):
         super().__init__(cluster, workdir, binary)
         self.given = list(given)   # --certctl-args of the driver
-        self.process = None
         self.version = subprocess.run([binary, "version"], capture_output=True, text=True,
                                       check=True).stdout.strip()
 
@@ -105,23 +119,9 @@ class Certctl(Tool):
                                          list(self.extra) + list(self.given)).start()
         return self
 
-    @property
-    def pid(self):
-        return self.process.proc.pid
-
-    def alive(self):
-        return self.process is not None and self.process.alive()
-
     def kill(self):
         self.process.send(signal.SIGKILL)
         self.process.reap()
-
-    def stop(self):
-        if self.process is not None:
-            self.process.stop()
-
-    def log(self):
-        return self.process.log() if self.process else ""
 
     def ready(self):
         return self.process.readyz()[0] == 200
@@ -170,7 +170,6 @@ class Cainjector(Tool):
 
     def __init__(self, cluster, workdir, binary):
         super().__init__(cluster, workdir, binary)
-        self.process = None
         self.health_port, self.metrics_port = free_ports(2)
         self.version = f"cert-manager {module_version(CAINJECTOR, CM_MODULE)} " \
                        "(pkg/controller/cainjector, bench/fleet/cainjector)"
@@ -184,22 +183,8 @@ class Cainjector(Tool):
             name=f"{self.name}-{self.runs}").start()
         return self
 
-    @property
-    def pid(self):
-        return self.process.proc.pid
-
-    def alive(self):
-        return self.process is not None and self.process.alive()
-
     def kill(self):
         self.process.stop(sig=signal.SIGKILL)
-
-    def stop(self):
-        if self.process is not None:
-            self.process.stop()
-
-    def log(self):
-        return self.process.log() if self.process else ""
 
     def ready(self):
         return self.process.get("/readyz", self.health_port)[0] == 200
