@@ -236,11 +236,15 @@ void Controller::TellAnnotations(const std::vector<AnnotationProblem>& problems)
     metrics_.problems.Add({"AnnotationInvalid"});
     log_(loop::LogLevel::kWarning, problem.message + "; it is ignored");
     if (election_.Leading()) {
-      events_.Record(loop::MakeEvent(problem.about, "AnnotationInvalid",
-                                     problem.message + "; it is ignored", config_.instance,
-                                     clock_.Now(), loop::EventType::kWarning));
+      RecordAnnotationEvent(problem);
     }
   }
+}
+
+void Controller::RecordAnnotationEvent(const AnnotationProblem& problem) {
+  events_.Record(loop::MakeEvent(problem.about, "AnnotationInvalid",
+                                 problem.message + "; it is ignored", config_.instance,
+                                 clock_.Now(), loop::EventType::kWarning));
 }
 
 std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const kube::Json& object,
@@ -818,9 +822,7 @@ void Controller::BecameLeader() {
     }
   }
   for (const AnnotationProblem& problem : standing) {
-    events_.Record(loop::MakeEvent(problem.about, "AnnotationInvalid",
-                                   problem.message + "; it is ignored", config_.instance,
-                                   clock_.Now(), loop::EventType::kWarning));
+    RecordAnnotationEvent(problem);
   }
   EnqueueAll();  // the index is whole (every replica watches): everything, once
 }

@@ -133,6 +133,8 @@ class Controller {
   // Logs each and, on the leader, records its Warning Event (a new leader tells those still
   // standing).
   void TellAnnotations(const std::vector<AnnotationProblem>& problems);
+  // Its Warning Event AnnotationInvalid, the same whether told now or by a new leader.
+  void RecordAnnotationEvent(const AnnotationProblem& problem);
   // With a namespace selector: the Secrets the index names in `ns`, whose namespace was
   // selected or left. Needs index_mutex_.
   std::vector<std::string> SecretsInLocked(const std::string& ns) const;
