@@ -81,8 +81,8 @@ ControllerMetrics::ControllerMetrics(metrics::Registry& registry)
 
 Controller::Controller(kube::Client& client, const Clock& clock, ControllerConfig config,
                        ControllerMetrics& metrics, loop::LogSink log)
-    : own_writes_(client),
-      client_(own_writes_),
+    : copies_(client),
+      client_(copies_),
       clock_(clock),
       config_(std::move(config)),
       metrics_(metrics),
@@ -106,10 +106,14 @@ Controller::Controller(kube::Client& client, const Clock& clock, ControllerConfi
                   .event = [this](kube::Json event) { events_.Record(std::move(event)); },
                   .overwrites = &metrics_.overwrites,
                   .instance = config_.instance}),
-      // Events never stop the work; why one was not written is worth a debug line.
-      events_(client_, clock_, [this](const std::string& message) {
-        log_(loop::LogLevel::kDebug, "recording an Event: " + message);
-      }) {
+      // Events never stop the work, nor slow it: written by a thread of their own. Why one
+      // was not written is worth a debug line.
+      events_(
+          client_, clock_,
+          [this](const std::string& message) {
+            log_(loop::LogLevel::kDebug, "recording an Event: " + message);
+          },
+          loop::EventRecorder::Delivery::kBackground) {
   metrics_.ready.Set({}, 0);
   heartbeat_ = Millis(clock_.Monotonic());
 }
@@ -300,6 +304,9 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
     std::optional<std::string> current;
     if (reading.request) {
       current = NamespacedKey(reading.request->secret_ns, reading.request->secret);
+      copies_.Keep(*spec.type, object, spec.what);
+    } else {
+      copies_.Forget(*spec.type, "", name);
     }
     std::vector<std::string> changed = index_.SetTarget(key, std::move(reading.request));
     if (current) {
@@ -308,7 +315,13 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
     return changed;
   }
   // An issued Secret, or one only injected from, changed: reconciled again while an annotation
-  // names it.
+  // names it. Its copy is kept either way (both watches see only such Secrets): at a start
+  // the Secrets may list before the Services that name them.
+  if (deleted) {
+    copies_.Forget(*spec.type, ns, name);
+  } else {
+    copies_.Keep(*spec.type, object, spec.what);
+  }
   const std::string key = NamespacedKey(ns, name);
   return index_.Named(key) ? std::vector<std::string>{key} : std::vector<std::string>{};
 }
@@ -354,6 +367,14 @@ void Controller::Listed(const WatchSpec& spec, const std::set<std::string>& list
         it = selected_namespaces_.erase(it);
       }
     }
+    if (spec.source != Source::kServices && spec.source != Source::kNamespaces) {
+      // Deleted while the watch was down: no event told.
+      copies_.ForgetUnlisted(spec.what, [&](std::string_view ns, std::string_view name) {
+        return listed.contains(spec.source == Source::kTargets
+                                   ? controller::TargetObjectName(spec.kind, name)
+                                   : NamespacedKey(std::string(ns), std::string(name)));
+      });
+    }
     unlisted_.erase(spec.what);
     if (unlisted_.empty() && !index_whole_) {
       // What was asked for while the lists were coming is worked on now, once each.
@@ -373,7 +394,7 @@ void Controller::Listed(const WatchSpec& spec, const std::set<std::string>& list
 void Controller::Changed(const WatchSpec& spec, const kube::WatchEvent& event) {
   const bool deleted = event.type == kube::WatchEventType::kDeleted;
   if (!deleted && spec.source != Source::kServices && spec.source != Source::kNamespaces &&
-      own_writes_.IsEcho(*spec.type, event.object)) {
+      copies_.IsEcho(*spec.type, event.object, spec.what)) {
     return;  // its reconcile wrote it, as it now stands
   }
   std::vector<std::string> changed;

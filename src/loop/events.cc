@@ -1,6 +1,7 @@
 #include "certctl/loop/events.h"
 
 #include <cstdio>
+#include <utility>
 
 #include "certctl/controller/secret.h"
 #include "certctl/util/duration.h"
@@ -57,8 +58,8 @@ Status RecordEvent(kube::Client& client, const kube::Json& event) {
   return {};
 }
 
-Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, EventSeries& series,
-                        TimePoint now) {
+Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, TimePoint now,
+                        const std::function<void(const std::string& name)>& recreated) {
   if (write.name.empty()) {
     return RecordEvent(client, write.event);
   }
@@ -80,7 +81,7 @@ Status WriteSeriesEvent(kube::Client& client, const EventSeries::Write& write, E
   if (auto recorded = RecordEvent(client, again); !recorded) {
     return recorded;
   }
-  series.Recreated(write.key, again["metadata"]["name"].get<std::string>());
+  recreated(again["metadata"]["name"].get<std::string>());
   if (code == ErrorCode::kPermissionDenied) {
     return Fail(patched.error().Wrap(counting + " (told as a new Event instead)"));
   }
@@ -139,24 +140,110 @@ std::vector<kube::Json> WriteEvents(const PassReport& report, const std::string&
 }
 
 EventRecorder::EventRecorder(kube::Client& client, const Clock& clock,
-                             std::function<void(const std::string&)> failed)
-    : client_(client), clock_(clock), failed_(std::move(failed)) {}
+                             std::function<void(const std::string&)> failed, Delivery delivery)
+    : client_(client), clock_(clock), failed_(std::move(failed)), delivery_(delivery) {
+  if (delivery_ == Delivery::kBackground) {
+    writer_ = std::thread([this] { WriterLoop(); });
+  }
+}
+
+EventRecorder::~EventRecorder() {
+  if (writer_.joinable()) {
+    {
+      const std::lock_guard lock(mutex_);
+      ending_ = true;
+    }
+    queued_changed_.notify_all();
+    writer_.join();
+  }
+}
 
 void EventRecorder::Record(kube::Json event) {
-  const std::lock_guard lock(mutex_);
-  if (auto write = series_.Admit(std::move(event), clock_.Monotonic()); write) {
-    if (auto written = WriteSeriesEvent(client_, *write, series_, clock_.Now()); !written) {
-      failed_(written.error().message());
-    }
+  std::optional<EventSeries::Write> write;
+  {
+    const std::lock_guard lock(mutex_);
+    write = series_.Admit(std::move(event), clock_.Monotonic());
+  }
+  if (write) {
+    Deliver(std::move(*write));
   }
 }
 
 void EventRecorder::RecordDue() {
-  const std::lock_guard lock(mutex_);
-  for (const EventSeries::Write& write : series_.Due(clock_.Monotonic())) {
-    if (auto written = WriteSeriesEvent(client_, write, series_, clock_.Now()); !written) {
-      failed_(written.error().message());
+  std::vector<EventSeries::Write> due;
+  {
+    const std::lock_guard lock(mutex_);
+    due = series_.Due(clock_.Monotonic());
+  }
+  for (EventSeries::Write& write : due) {
+    Deliver(std::move(write));
+  }
+}
+
+void EventRecorder::Deliver(EventSeries::Write write) {
+  if (delivery_ == Delivery::kInline) {
+    Write(write);
+    return;
+  }
+  {
+    const std::lock_guard lock(mutex_);
+    if (queued_.size() >= kMaxQueued) {
+      ++dropped_;
+      return;
     }
+    queued_.push_back(std::move(write));
+  }
+  queued_changed_.notify_one();
+}
+
+void EventRecorder::WriterLoop() {
+  std::optional<MonotonicTime> drain_until;
+  std::unique_lock lock(mutex_);
+  while (true) {
+    queued_changed_.wait(lock, [this] { return ending_ || !queued_.empty() || dropped_ > 0; });
+    if (dropped_ > 0) {
+      const std::size_t dropped = std::exchange(dropped_, 0);
+      lock.unlock();
+      failed_(std::to_string(dropped) + " Events dropped: more than " + std::to_string(kMaxQueued) +
+              " were waiting to be written");
+      lock.lock();
+      continue;
+    }
+    if (ending_ && !drain_until) {
+      drain_until = clock_.Monotonic() + kDrainBound;
+    }
+    if (queued_.empty() || (drain_until && clock_.Monotonic() >= *drain_until)) {
+      if (!queued_.empty()) {
+        const std::size_t left = queued_.size();
+        queued_.clear();
+        lock.unlock();
+        failed_(std::to_string(left) +
+                " Events not written: the API server did not take them "
+                "within " +
+                std::to_string(kDrainBound.count()) + "s of the end");
+        return;
+      }
+      if (ending_) {
+        return;
+      }
+      continue;
+    }
+    EventSeries::Write write = std::move(queued_.front());
+    queued_.pop_front();
+    lock.unlock();
+    Write(write);
+    lock.lock();
+  }
+}
+
+void EventRecorder::Write(const EventSeries::Write& write) {
+  // Sent without the lock: workers recording Events at once wait for none but their own.
+  auto written = WriteSeriesEvent(client_, write, clock_.Now(), [&](const std::string& name) {
+    const std::lock_guard lock(mutex_);
+    series_.Recreated(write.key, name);
+  });
+  if (!written) {
+    failed_(written.error().message());
   }
 }
 
@@ -168,6 +255,7 @@ std::optional<MonotonicTime> EventRecorder::NextDue() const {
 void EventRecorder::Clear() {
   const std::lock_guard lock(mutex_);
   series_.Clear();
+  queued_.clear();
 }
 
 }  // namespace certctl::loop

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "certctl/fleet/annotation_index.h"
-#include "certctl/fleet/own_writes.h"
+#include "certctl/fleet/object_copies.h"
 #include "certctl/fleet/reconcile.h"
 #include "certctl/fleet/work_queue.h"
 #include "certctl/kube/client.h"
@@ -35,7 +35,7 @@ struct ControllerConfig {
   // Namespaces); exclusive with `namespaces`.
   std::string namespace_selector;
   bool cert_manager_annotations = false;
-  int workers = 2;
+  int workers = 4;
   std::chrono::seconds resync{3600};               // every named Secret at least this often
   std::chrono::seconds watch_timeout{300};         // each watch request (timeoutSeconds)
   std::optional<leader::ElectionConfig> election;  // none: this replica always works
@@ -161,7 +161,7 @@ class Controller {
                           const std::atomic<bool>* stop = nullptr);
   void WarnRateLimited(const std::string& key, const std::string& message);
 
-  OwnWrites own_writes_;  // every request goes through it
+  ObjectCopies copies_;  // every request goes through it
   kube::Client& client_;
   const Clock& clock_;
   const ControllerConfig config_;

@@ -7,16 +7,24 @@
 #include "certctl/util/duration.h"
 
 #include "fakes/fake_client.h"
+#include "fakes/fake_clock.h"
 
 namespace certctl::loop {
 namespace events_test {
 namespace {
 
 using certctl::testing::FakeClient;
+using certctl::testing::FakeClock;
 using certctl::testing::Verb;
 using kube::Json;
 
 const TimePoint kNow = ParseRfc3339("2026-01-31T12:00:00Z").value();
+
+// WriteSeriesEvent's `recreated`, told to `series` as EventRecorder tells its own.
+std::function<void(const std::string&)> TellRecreated(EventSeries& series,
+                                                      const EventSeries::Write& write) {
+  return [&series, key = write.key](const std::string& name) { series.Recreated(key, name); };
+}
 
 TEST(Events, AnEventNamesItsObjectTheWayKubectlDescribeLooksItUp) {
   const controller::ObjectReference vwc{"admissionregistration.k8s.io/v1",
@@ -68,11 +76,11 @@ TEST(Events, ASeriesCountsOnItsOneEventAndCreatesItAgainWhenItIsGone) {
   };
   const auto first = reissued(0);
   ASSERT_TRUE(first);
-  ASSERT_TRUE(WriteSeriesEvent(api, *first, series, kNow));
+  ASSERT_TRUE(WriteSeriesEvent(api, *first, kNow, TellRecreated(series, *first)));
   const std::string name = first->event["metadata"]["name"];
   const auto second = reissued(1);
   ASSERT_TRUE(second);
-  ASSERT_TRUE(WriteSeriesEvent(api, *second, series, kNow));
+  ASSERT_TRUE(WriteSeriesEvent(api, *second, kNow, TellRecreated(series, *second)));
   EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 1);
   const auto stored = api.Object(kube::kEvents, "infra", name);
   ASSERT_TRUE(stored);
@@ -88,7 +96,7 @@ TEST(Events, ASeriesCountsOnItsOneEventAndCreatesItAgainWhenItIsGone) {
   const auto held = series.Due(start + std::chrono::minutes(2));
   ASSERT_EQ(held.size(), 1U);
   const TimePoint later = kNow + std::chrono::minutes(2);
-  ASSERT_TRUE(WriteSeriesEvent(api, held[0], series, later));
+  ASSERT_TRUE(WriteSeriesEvent(api, held[0], later, TellRecreated(series, held[0])));
   EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 2);
   ASSERT_FALSE(reissued(130));
   const auto next = series.Due(start + std::chrono::seconds(181));
@@ -105,14 +113,14 @@ TEST(Events, ARoleThatMayOnlyCreateEventsStillGetsEveryRepeatTold) {
   const controller::ObjectReference secret{"v1", "Secret", "infra", "cert", ""};
   const auto first = series.Admit(MakeEvent(secret, "Repaired", "#0", "certctl", kNow), {});
   ASSERT_TRUE(first);
-  ASSERT_TRUE(WriteSeriesEvent(api, *first, series, kNow));
+  ASSERT_TRUE(WriteSeriesEvent(api, *first, kNow, TellRecreated(series, *first)));
   api.InjectFailure(Verb::kPatch, kube::kEvents,
                     Error(ErrorCode::kPermissionDenied, "events is forbidden"), 1);
   const auto repeat = series.Admit(MakeEvent(secret, "Repaired", "#1", "certctl", kNow),
                                    MonotonicTime{} + std::chrono::seconds(1));
   ASSERT_TRUE(repeat);
   const TimePoint later = kNow + std::chrono::seconds(1);
-  const Status written = WriteSeriesEvent(api, *repeat, series, later);
+  const Status written = WriteSeriesEvent(api, *repeat, later, TellRecreated(series, *repeat));
   ASSERT_FALSE(written);  // the refusal, for the log
   EXPECT_EQ(written.error().message(),
             "count event Repaired (told as a new Event instead): events is forbidden");
@@ -124,6 +132,36 @@ TEST(Events, ARoleThatMayOnlyCreateEventsStillGetsEveryRepeatTold) {
   for (const kube::Json& event : told->at("items")) {
     EXPECT_EQ(event["count"], event["metadata"]["name"] == name ? 1 : 2) << event.dump();
   }
+}
+
+TEST(Events, InTheBackgroundEveryEventIsWrittenByTheEndAndAFailureIsTold) {
+  FakeClient api;
+  FakeClock fake_clock(kNow);
+  std::vector<std::string> failed;
+  const auto about = [](int i) {
+    return controller::ObjectReference{"v1", "Secret", "infra", "cert-" + std::to_string(i), ""};
+  };
+  {
+    EventRecorder recorder(
+        api, fake_clock, [&](const std::string& message) { failed.push_back(message); },
+        EventRecorder::Delivery::kBackground);
+    for (int i = 0; i < 50; ++i) {
+      recorder.Record(MakeEvent(about(i), "Created", "created", "certctl", fake_clock.Now()));
+    }
+  }  // the end writes what is still queued
+  EXPECT_EQ(api.CountOf(Verb::kCreate, kube::kEvents), 50);
+  EXPECT_TRUE(failed.empty());
+
+  api.InjectFailure(Verb::kCreate, kube::kEvents,
+                    Error(ErrorCode::kPermissionDenied, "events is forbidden"), 1);
+  {
+    EventRecorder recorder(
+        api, fake_clock, [&](const std::string& message) { failed.push_back(message); },
+        EventRecorder::Delivery::kBackground);
+    recorder.Record(MakeEvent(about(100), "Created", "created", "certctl", fake_clock.Now()));
+  }
+  ASSERT_EQ(failed.size(), 1U);  // told, for the log
+  EXPECT_EQ(failed[0], "record event Created: events is forbidden");
 }
 
 }  // namespace
