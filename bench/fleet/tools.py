@@ -142,7 +142,7 @@ class Certctl(Tool):
 
 
 class CertctlUnthrottled(Certctl):
-    """certctl controller without its client-side rate limit (--kube-api-qps 50 by default),
+    """certctl controller without its client-side rate limit (1,000 a second by default),
     as controller-runtime v0.24 leaves cainjector's client: the same bed as `certctl`."""
 
     name = "certctl-qps"
