@@ -12,15 +12,19 @@ import threading
 import pytest
 from cryptography import x509
 
-from harness.certctl import run_certctl, service_with_endpoints, webhook_configuration
+from harness.api_server import RealAdmissionProbe, bundle_fingerprints, served_serials
+from harness.badpki import Authority
+from harness.certctl import (run_certctl, selectorless_service, service_with_endpoints,
+                             webhook_configuration)
 from harness.fleet import CONTROLLER_RULES, ClusterController
 from harness.rbac import controller_rules, request_name
-from harness.sidecar import stop_all
+from harness.sidecar import WebhookServer, free_ports, stop_all
 from harness.waiting import wait_for
 
 NS = "team-a"
 USER = "system:serviceaccount:certctl-system:certctl-controller"
 VWC_PATH = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+MWC_PATH = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 def apply(cluster, *objects):
@@ -427,3 +431,87 @@ def test_a_change_of_a_secret_only_injected_from_reaches_its_targets_at_once(clu
                for r in secret_reads if request_name(r) == ""), secret_reads
     assert [r for r in cluster.writes() if r["resource"] == "secrets"
             and r["user"].endswith("certctl-controller")] == []
+
+
+def cainjector_state(name, kind, secret):
+    """A configuration as cert-manager's cainjector leaves it: annotated
+    cert-manager.io/inject-ca-from-secret, failurePolicy Fail on ConfigMap creates in NS, and
+    (applied by apply_as_cainjector) the Secret's CA in its caBundle."""
+    configuration = webhook_configuration(kind, name, [f"{name}.example.com"], service="hook",
+                                          namespace=NS)
+    configuration["metadata"]["annotations"] = {
+        "cert-manager.io/inject-ca-from-secret": f"{NS}/{secret}"}
+    for webhook in configuration["webhooks"]:
+        webhook.update(failurePolicy="Fail", sideEffects="None",
+                       namespaceSelector={"matchLabels": {"kubernetes.io/metadata.name": NS}},
+                       rules=[{"operations": ["CREATE"], "apiGroups": [""],
+                               "apiVersions": ["v1"], "resources": ["configmaps"]}])
+        webhook["clientConfig"]["service"].update(path="/validate", port=443)
+        webhook["clientConfig"].pop("caBundle", None)
+    return configuration
+
+
+def apply_as_cainjector(cluster, path, configuration, ca_pem):
+    """cainjector's write: a server-side apply of the caBundles alone, field manager
+    `cainjector`."""
+    patch = {"apiVersion": configuration["apiVersion"], "kind": configuration["kind"],
+             "metadata": {"name": configuration["metadata"]["name"]},
+             "webhooks": [{"name": w["name"], "clientConfig": {
+                 "caBundle": base64.b64encode(ca_pem.encode()).decode()}}
+                 for w in configuration["webhooks"]]}
+    resp = cluster.api("PATCH", f"{path}?fieldManager=cainjector&force=true", patch,
+                       content_type="application/apply-patch+yaml")
+    assert resp.status == 200, resp.body
+
+
+@pytest.mark.backends("real")
+@pytest.mark.time_limit(60)
+def test_taking_over_from_cainjector_changes_no_bundle_and_fails_no_call(cluster, controller,
+                                                                         tmp_path):
+    """docs/controller.md's move from cainjector: configurations cainjector filled (its
+    annotation, its bundle, its field manager) keep working while `certctl controller
+    --cert-manager-annotations` starts beside them: it finds every bundle right, writes
+    nothing, and the API server's calls through both configurations never fail."""
+    ca = Authority("cert-manager-ca")
+    leaf = ca.issue([f"hook.{NS}.svc"])
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "tls.crt").write_text(leaf.cert_pem)
+    (certs / "tls.key").write_text(leaf.key_pem)
+    port, = free_ports(1)
+    server = WebhookServer(str(certs), str(tmp_path), name="webhook",
+                           listen=f"{cluster.node_ip}:{port}")
+    source = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+              "metadata": {"name": "cm-tls", "namespace": NS, "annotations": {
+                  "cert-manager.io/allow-direct-injection": "true"}},
+              "stringData": {"ca.crt": ca.cert_pem, "tls.crt": leaf.cert_pem,
+                             "tls.key": leaf.key_pem}}
+    configurations = {
+        VWC_PATH + "/policy": cainjector_state("policy", "ValidatingWebhookConfiguration",
+                                               "cm-tls"),
+        MWC_PATH + "/defaults": cainjector_state("defaults", "MutatingWebhookConfiguration",
+                                                 "cm-tls")}
+    apply(cluster, source, *selectorless_service("hook", NS, cluster.node_ip, port))
+    with server:
+        apply(cluster, *configurations.values())
+        for path, configuration in configurations.items():
+            apply_as_cainjector(cluster, path, configuration, ca.cert_pem)
+        before = {path: cluster.api("GET", path).json()["metadata"]["resourceVersion"]
+                  for path in configurations}
+        served = lambda: served_serials(server.log())  # noqa: E731
+        with RealAdmissionProbe(cluster, list(configurations), served, NS) as probe:
+            probe.wait_rounds(10)
+            assert probe.failures == [], probe.report()  # cainjector's state works as it is
+            cluster.reset_request_log()
+            process = controller("--cert-manager-annotations")
+            wait_for(lambda: reconciles(process) >= 1, "the Secret reconciled", watch=[process])
+            probe.wait_rounds(10)
+        assert probe.failures == [] and probe.calls >= 20, probe.report()
+    assert probe.bundles_seen == [bundle_fingerprints(ca.cert_pem)], probe.report()
+    after = {path: cluster.api("GET", path).json()["metadata"]["resourceVersion"]
+             for path in configurations}
+    assert after == before
+    writes = [r for r in cluster.writes() if r["user"].endswith("certctl-controller")
+              and r["resource"] != "events"]
+    assert writes == [], writes
+    assert process.metric("certctl_controller_problems_total") is None, process.log()
