@@ -315,15 +315,17 @@ std::vector<std::string> Controller::IndexLocked(const WatchSpec& spec, const ku
     return changed;
   }
   // An issued Secret, or one only injected from, changed: reconciled again while an annotation
-  // names it. Its copy is kept either way (both watches see only such Secrets): at a start
-  // the Secrets may list before the Services that name them.
-  if (deleted) {
+  // names it. An issued one's copy is kept either way (at a start the Secrets may list before
+  // the Services that name them); one only injected from while it is named, as its watch by
+  // name lasts that long.
+  const std::string key = NamespacedKey(ns, name);
+  const bool named = index_.Named(key);
+  if (deleted || (spec.source == Source::kInjectedSecret && !named)) {
     copies_.Forget(*spec.type, ns, name);
   } else {
     copies_.Keep(*spec.type, object, spec.what);
   }
-  const std::string key = NamespacedKey(ns, name);
-  return index_.Named(key) ? std::vector<std::string>{key} : std::vector<std::string>{};
+  return named ? std::vector<std::string>{key} : std::vector<std::string>{};
 }
 
 void Controller::ListedPage(const WatchSpec& spec, const kube::Json& page,
@@ -461,6 +463,9 @@ void Controller::FollowInjectedSecret(const std::string& secret, bool wanted) {
       client_.WakeWatches();
       ended_watches_.push_back(std::move(watching->second));
       injected_watches_.erase(watching);
+      // Nothing keeps its copy up to date any more.
+      const std::size_t slash = secret.find('/');
+      copies_.Forget(kube::kSecrets, secret.substr(0, slash), secret.substr(slash + 1));
     }
     return;
   }

@@ -48,6 +48,7 @@ void ObjectCopies::StoreLocked(const std::string& key, const kube::Json& object,
   }
   Copy& copy = copies_[key];
   copy.text = object.dump();
+  copy.text.shrink_to_fit();  // dump() grows it by doubling
   copy.version = std::move(version);
   if (!watch.empty()) {
     copy.watch = watch;

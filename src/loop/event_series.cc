@@ -13,19 +13,25 @@ std::string SeriesKey(const kube::Json& event) {
          field(about, "namespace") + '\n' + field(about, "name");
 }
 
+// An Event as compact JSON, a fifth of its parsed size: a start that injects 1,000 targets
+// keeps 2,000 series for ten minutes.
+std::string Compact(const kube::Json& event) {
+  std::string text = event.dump();
+  text.shrink_to_fit();
+  return text;
+}
+
 }  // namespace
 
 EventSeries::Write EventSeries::PatchOf(const std::string& key, Series& series, MonotonicTime now) {
   series.written = now;
   series.held = false;
-  const kube::Json& event = series.event;
-  return {key,
-          event["metadata"]["namespace"].get<std::string>(),
-          event["metadata"]["name"].get<std::string>(),
-          event,
-          {{"count", event["count"]},
-           {"message", event["message"]},
-           {"lastTimestamp", event["lastTimestamp"]}}};
+  kube::Json event = kube::Json::parse(series.event);
+  return {key, event["metadata"]["namespace"].get<std::string>(),
+          event["metadata"]["name"].get<std::string>(), event,
+          kube::Json{{"count", event["count"]},
+                     {"message", event["message"]},
+                     {"lastTimestamp", event["lastTimestamp"]}}};
 }
 
 std::optional<EventSeries::Write> EventSeries::Admit(kube::Json event, MonotonicTime now) {
@@ -38,17 +44,18 @@ std::optional<EventSeries::Write> EventSeries::Admit(kube::Json event, Monotonic
   if (found == series_.end()) {
     Series& series = series_[key];
     series.written = series.seen = now;
-    series.event = event;
+    series.event = Compact(event);
     std::string ns = event["metadata"]["namespace"].get<std::string>();
     return Write{key, std::move(ns), "", std::move(event)};
   }
   Series& series = found->second;
   series.seen = now;
-  kube::Json& stands = series.event;
+  kube::Json stands = kube::Json::parse(series.event);
   const bool first_repeat = stands["count"] == 1;
   stands["count"] = stands["count"].get<int>() + 1;
   stands["message"] = event["message"];
   stands["lastTimestamp"] = event["lastTimestamp"];
+  series.event = Compact(stands);
   if (first_repeat || now - series.written >= interval_) {
     return PatchOf(key, series, now);
   }
@@ -84,7 +91,9 @@ std::optional<MonotonicTime> EventSeries::NextDue() const {
 
 void EventSeries::Recreated(const std::string& key, const std::string& name) {
   if (const auto found = series_.find(key); found != series_.end()) {
-    found->second.event["metadata"]["name"] = name;
+    kube::Json event = kube::Json::parse(found->second.event);
+    event["metadata"]["name"] = name;
+    found->second.event = Compact(event);
   }
 }
 

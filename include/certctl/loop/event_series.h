@@ -49,7 +49,8 @@ class EventSeries {
   struct Series {
     MonotonicTime written;  // the last write of the series' Event
     MonotonicTime seen;     // the last Event of the series
-    kube::Json event;       // as it stands in the API server, or will once held is written
+    std::string event;      // as it stands in the API server, or will once held is written
+                            // (compact JSON)
     bool held = false;      // event has repeats not written yet
   };
   Write PatchOf(const std::string& key, Series& series, MonotonicTime now);
