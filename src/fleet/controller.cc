@@ -464,8 +464,8 @@ void Controller::FollowInjectedSecret(const std::string& secret, bool wanted) {
       ended_watches_.push_back(std::move(watching->second));
       injected_watches_.erase(watching);
       // Nothing keeps its copy up to date any more.
-      const std::size_t slash = secret.find('/');
-      copies_.Forget(kube::kSecrets, secret.substr(0, slash), secret.substr(slash + 1));
+      const auto [ns, name] = SplitNamespacedKey(secret);
+      copies_.Forget(kube::kSecrets, ns, name);
     }
     return;
   }
@@ -573,8 +573,8 @@ void Controller::Work(const std::string& secret) {
     return;
   }
   FollowInjectedSecret(secret, !requests.issuing);
-  const std::string secret_object = controller::SecretObjectName(
-      secret.substr(0, secret.find('/')), secret.substr(secret.find('/') + 1));
+  const auto [secret_ns, secret_name] = SplitNamespacedKey(secret);
+  const std::string secret_object = controller::SecretObjectName(secret_ns, secret_name);
   loop::PassConfig hooks;
   hooks.hold_back = [this](const std::string& object, const controller::TargetObject& target) {
     const std::lock_guard lock(fights_mutex_);
@@ -645,8 +645,7 @@ void Controller::Work(const std::string& secret) {
 }
 
 void Controller::Tell(const SecretReconcile& result) {
-  const std::string ns = result.secret.substr(0, result.secret.find('/'));
-  const std::string name = result.secret.substr(result.secret.find('/') + 1);
+  const auto [ns, name] = SplitNamespacedKey(result.secret);
   const std::string secret_object = controller::SecretObjectName(ns, name);
   TellProblems(result.secret, result.problems);
   if (result.pass) {

@@ -68,6 +68,11 @@ std::string NamespacedKey(const std::string& ns, const std::string& name) {
   return ns + "/" + name;
 }
 
+std::pair<std::string, std::string> SplitNamespacedKey(std::string_view key) {
+  const std::size_t slash = key.find('/');
+  return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
+}
+
 Reading<CertificateRequest> ReadCertificateRequest(const Json& service) {
   const std::string ns = MetadataField(service, "namespace");
   const std::string name = MetadataField(service, "name");

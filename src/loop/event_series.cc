@@ -1,5 +1,7 @@
 #include "certctl/loop/event_series.h"
 
+#include <utility>
+
 namespace certctl::loop {
 namespace {
 
@@ -23,10 +25,10 @@ std::string Compact(const kube::Json& event) {
 
 }  // namespace
 
-EventSeries::Write EventSeries::PatchOf(const std::string& key, Series& series, MonotonicTime now) {
+EventSeries::Write EventSeries::PatchOf(const std::string& key, Series& series, kube::Json event,
+                                        MonotonicTime now) {
   series.written = now;
   series.held = false;
-  kube::Json event = kube::Json::parse(series.event);
   return {key, event["metadata"]["namespace"].get<std::string>(),
           event["metadata"]["name"].get<std::string>(), event,
           kube::Json{{"count", event["count"]},
@@ -57,7 +59,7 @@ std::optional<EventSeries::Write> EventSeries::Admit(kube::Json event, Monotonic
   stands["lastTimestamp"] = event["lastTimestamp"];
   series.event = Compact(stands);
   if (first_repeat || now - series.written >= interval_) {
-    return PatchOf(key, series, now);
+    return PatchOf(key, series, std::move(stands), now);
   }
   series.held = true;
   return std::nullopt;
@@ -68,7 +70,7 @@ std::vector<EventSeries::Write> EventSeries::Due(MonotonicTime now) {
   for (auto it = series_.begin(); it != series_.end();) {
     Series& series = it->second;
     if (series.held && now - series.written >= interval_) {
-      due.push_back(PatchOf(it->first, series, now));
+      due.push_back(PatchOf(it->first, series, kube::Json::parse(series.event), now));
       ++it;
     } else if (!series.held && now - series.seen >= forget_) {
       it = series_.erase(it);

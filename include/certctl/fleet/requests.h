@@ -7,6 +7,8 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +37,8 @@ std::string MetadataField(const nlohmann::json& object, const char* field);
 
 // "namespace/name", the key of a namespaced object.
 std::string NamespacedKey(const std::string& ns, const std::string& name);
+// Its namespace and name again.
+std::pair<std::string, std::string> SplitNamespacedKey(std::string_view key);
 
 // A Service's request for a serving certificate.
 struct CertificateRequest {

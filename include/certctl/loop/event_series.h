@@ -53,7 +53,8 @@ class EventSeries {
                             // (compact JSON)
     bool held = false;      // event has repeats not written yet
   };
-  Write PatchOf(const std::string& key, Series& series, MonotonicTime now);
+  // `event` is series.event parsed.
+  static Write PatchOf(const std::string& key, Series& series, kube::Json event, MonotonicTime now);
 
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds forget_;
